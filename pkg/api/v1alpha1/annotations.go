@@ -1,0 +1,40 @@
+package v1alpha1
+
+// Annotations, labels and names shared by the operator, its library and its
+// health checks. Each is defined once here.
+const (
+	// ModelResourceAnnotation holds the owner key "<namespace>/<name>" of the
+	// OpenMedModel on the target Deployment, its pod template and the manifest
+	// ConfigMaps.
+	ModelResourceAnnotation = "openmed.ai/model-resource"
+
+	// ManifestHashAnnotation holds the manifest hash on the target's pod
+	// template; changing it is what rolls the pods.
+	ManifestHashAnnotation = "openmed.ai/model-manifest-hash"
+
+	// RollbackToAnnotation requests a manual rollback to a retained version.
+	RollbackToAnnotation = "openmed.ai/rollback-to"
+
+	// ResetRequestAnnotation (helm-controller's convention) asks the operator to
+	// clear a failed-spec block and try the desired spec again.
+	ResetRequestAnnotation = "reconcile.fluxcd.io/resetAt"
+
+	// ModelFamilyLabel carries the model family on manifest ConfigMaps.
+	ModelFamilyLabel = "openmed.ai/model-family"
+
+	// ManagedByLabel marks objects the operator created.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+
+	// ManagedByValue is the ManagedByLabel value.
+	ManagedByValue = "openmed-operator"
+
+	// Finalizer releases the target Deployment before the resource goes.
+	Finalizer = "openmed.ai/finalizer"
+
+	// PreloadEnvVar is the environment variable of the OpenMed service that
+	// names the models to preload; it is also the ConfigMap key holding it.
+	PreloadEnvVar = "OPENMED_SERVICE_PRELOAD_MODELS"
+
+	// ManifestKey is the ConfigMap key holding the manifest JSON.
+	ManifestKey = "manifest.json"
+)

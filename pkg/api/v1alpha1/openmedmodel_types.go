@@ -1,0 +1,447 @@
+package v1alpha1
+
+import (
+	"github.com/fluxcd/pkg/apis/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Tier is a published OpenMed model size or device tier.
+//
+// +kubebuilder:validation:Enum=Tiny;Small;Medium;Base;Large;XLarge;Accurate-XLarge
+type Tier string
+
+// The published tiers.
+const (
+	TierTiny           Tier = "Tiny"
+	TierSmall          Tier = "Small"
+	TierMedium         Tier = "Medium"
+	TierBase           Tier = "Base"
+	TierLarge          Tier = "Large"
+	TierXLarge         Tier = "XLarge"
+	TierAccurateXLarge Tier = "Accurate-XLarge"
+)
+
+// Tiers lists every valid Tier, sorted, as the validation message names them.
+var Tiers = []Tier{TierAccurateXLarge, TierBase, TierLarge, TierMedium, TierSmall, TierTiny, TierXLarge}
+
+// RolloutStrategyType is the Deployment strategy the operator applies to the target.
+//
+// +kubebuilder:validation:Enum=RollingUpdate;Recreate
+type RolloutStrategyType string
+
+// The supported strategy types; they map one to one onto the Deployment's.
+const (
+	RollingUpdateRolloutStrategyType RolloutStrategyType = "RollingUpdate"
+	RecreateRolloutStrategyType      RolloutStrategyType = "Recreate"
+)
+
+// Defaults the API server fills in (CRD defaults) and the Go defaulter mirrors.
+const (
+	DefaultMaxUnavailable          = 0
+	DefaultMaxSurge                = 1
+	DefaultRollbackOnFailure       = true
+	DefaultProgressDeadlineSeconds = int32(600)
+	DefaultRevisionHistoryLimit    = int32(10)
+	// DefaultContainerName is the container of the OpenMed Helm chart.
+	DefaultContainerName = "openmed-service"
+)
+
+// Validation bounds shared by the CRD markers and the Go validator.
+const (
+	MinReplicas             = 1
+	MaxReplicas             = 1000
+	MinRevisionHistoryLimit = 1
+	MaxRevisionHistoryLimit = 100
+	MaxFamilyLength         = 63
+	MaxVersionLength        = 253
+	MaxDNSSubdomainLength   = 253
+	MaxDNSLabelLength       = 63
+	// MaxIntOrStringValue is the largest integer maxSurge/maxUnavailable accepts:
+	// the Deployment field is an int32.
+	MaxIntOrStringValue = 2147483647
+)
+
+// Patterns shared by the CRD markers and the Go validator. The markers below must
+// spell the same expressions; the differential test proves they do.
+const (
+	FamilyPattern       = `^[A-Za-z](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`
+	VersionPattern      = `^[A-Za-z0-9][A-Za-z0-9._:@/+~-]{0,252}$`
+	DNSSubdomainPattern = `^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*$`
+	DNSLabelPattern     = `^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$`
+	PercentPattern      = `^(?:0|[1-9][0-9]?|100)%$`
+)
+
+// OpenMedModelSpec declares the model an existing Deployment preloads and how a
+// change is rolled out.
+//
+// +kubebuilder:validation:XValidation:rule="self.rolloutStrategy.type != 'RollingUpdate' || !((!has(self.rolloutStrategy.maxUnavailable) || self.rolloutStrategy.maxUnavailable == 0 || self.rolloutStrategy.maxUnavailable == '0%') && (!has(self.rolloutStrategy.maxSurge) || self.rolloutStrategy.maxSurge == 0 || self.rolloutStrategy.maxSurge == '0%'))",message="RollingUpdate cannot set both maxUnavailable and maxSurge to zero."
+type OpenMedModelSpec struct {
+	// Family is the logical OpenMed model family.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z](?:[A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`
+	Family string `json:"family"`
+
+	// Version is the pinned model manifest pointer (for example an org/model
+	// repository id) written to OPENMED_SERVICE_PRELOAD_MODELS. "Pinned" means
+	// it names one immutable artefact; changing it rolls the Deployment.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._:@/+~-]{0,252}$`
+	Version string `json:"version"`
+
+	// Tier is the published OpenMed model size or device tier.
+	//
+	// +required
+	Tier Tier `json:"tier"`
+
+	// Replicas is the replica count the operator sets on the target Deployment.
+	// When omitted the operator leaves replicas to the Deployment's owner or to
+	// a HorizontalPodAutoscaler.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// TargetRef names the existing Deployment and container to manage. The
+	// resource name and the openmed-service container are used by default.
+	//
+	// +optional
+	TargetRef *TargetReference `json:"targetRef,omitempty"`
+
+	// ManifestConfigMapName is the base name of the operator-owned manifest
+	// ConfigMaps; each one is suffixed with its manifest hash. Defaults to
+	// <resource>-model-manifest.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*$`
+	ManifestConfigMapName string `json:"manifestConfigMapName,omitempty"`
+
+	// RolloutStrategy says how the target Deployment rolls to a new version and
+	// whether a failed rollout is rolled back.
+	//
+	// +required
+	RolloutStrategy RolloutStrategy `json:"rolloutStrategy"`
+
+	// Suspend tells the operator to change nothing until it is set to false.
+	//
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// RevisionHistoryLimit is how many successful specs, one per distinct
+	// version, are retained in status.history for rollback.
+	//
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// TargetReference names the Deployment and container an OpenMedModel manages.
+type TargetReference struct {
+	// Name of the Deployment in the resource's namespace. Defaults to the
+	// resource name.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*$`
+	Name string `json:"name,omitempty"`
+
+	// ContainerName is the container whose environment receives the preload
+	// pointer. Defaults to openmed-service.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?$`
+	ContainerName string `json:"containerName,omitempty"`
+}
+
+// RolloutStrategy says how a new version reaches the target Deployment.
+type RolloutStrategy struct {
+	// Type is the Deployment strategy: RollingUpdate or Recreate.
+	//
+	// +required
+	Type RolloutStrategyType `json:"type"`
+
+	// MaxUnavailable is the Deployment's rollingUpdate.maxUnavailable: a
+	// non-negative integer or a percentage from 0% to 100%.
+	//
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 0 && self <= 2147483647) : self.matches('^(?:0|[1-9][0-9]?|100)%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MaxSurge is the Deployment's rollingUpdate.maxSurge: a non-negative
+	// integer or a percentage from 0% to 100%.
+	//
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 0 && self <= 2147483647) : self.matches('^(?:0|[1-9][0-9]?|100)%$')",message="must be a non-negative integer or a percentage from 0% to 100%"
+	MaxSurge *intstr.IntOrString `json:"maxSurge,omitempty"`
+
+	// RollbackOnFailure restores the last successful spec when a rollout fails.
+	//
+	// +optional
+	// +kubebuilder:default=true
+	RollbackOnFailure *bool `json:"rollbackOnFailure,omitempty"`
+
+	// ProgressDeadlineSeconds is the Deployment's progressDeadlineSeconds: how
+	// long a rollout may make no progress before it counts as failed.
+	//
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2147483647
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+}
+
+// Phase is the coarse lifecycle state shown in the Phase printer column.
+//
+// +kubebuilder:validation:Enum=Pending;RollingOut;Ready;Failed;RolledBack;Suspended
+type Phase string
+
+// The phases of an OpenMedModel.
+const (
+	PhasePending    Phase = "Pending"
+	PhaseRollingOut Phase = "RollingOut"
+	PhaseReady      Phase = "Ready"
+	PhaseFailed     Phase = "Failed"
+	PhaseRolledBack Phase = "RolledBack"
+	PhaseSuspended  Phase = "Suspended"
+)
+
+// NormalizedSpec is a spec with every default filled in: the input of the spec
+// hash and the form in which successful specs are retained for rollback. Its
+// fields are declared in alphabetical JSON order so encoding/json emits the
+// canonical (sorted-key) form directly.
+type NormalizedSpec struct {
+	// Family is the model family.
+	Family string `json:"family"`
+	// ManifestConfigMapName is the base name of the manifest ConfigMaps.
+	ManifestConfigMapName string `json:"manifestConfigMapName"`
+	// Replicas is the managed replica count; absent when replicas are unmanaged.
+	//
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// RolloutStrategy is the normalized rollout strategy.
+	RolloutStrategy NormalizedRolloutStrategy `json:"rolloutStrategy"`
+	// TargetRef is the resolved target Deployment and container.
+	TargetRef NormalizedTargetReference `json:"targetRef"`
+	// Tier is the model tier.
+	Tier Tier `json:"tier"`
+	// Version is the model pointer.
+	Version string `json:"version"`
+}
+
+// NormalizedRolloutStrategy is a RolloutStrategy with its defaults filled in,
+// fields in alphabetical JSON order.
+type NormalizedRolloutStrategy struct {
+	// MaxSurge keeps its JSON type: an integer stays an integer.
+	MaxSurge intstr.IntOrString `json:"maxSurge"`
+	// MaxUnavailable keeps its JSON type: an integer stays an integer.
+	MaxUnavailable intstr.IntOrString `json:"maxUnavailable"`
+	// ProgressDeadlineSeconds is the Deployment's progress deadline.
+	ProgressDeadlineSeconds int32 `json:"progressDeadlineSeconds"`
+	// RollbackOnFailure enables automatic rollback.
+	RollbackOnFailure bool `json:"rollbackOnFailure"`
+	// Type is the Deployment strategy type.
+	Type RolloutStrategyType `json:"type"`
+}
+
+// NormalizedTargetReference is a TargetReference with its defaults resolved,
+// fields in alphabetical JSON order.
+type NormalizedTargetReference struct {
+	// ContainerName is the target container.
+	ContainerName string `json:"containerName"`
+	// Name is the target Deployment.
+	Name string `json:"name"`
+}
+
+// HistoryEntry is a spec that became Ready and is retained for rollback.
+type HistoryEntry struct {
+	// Version is the model pointer of Spec; history holds one entry per version.
+	Version string `json:"version"`
+	// SpecHash is the sha256 digest of Spec's canonical JSON.
+	SpecHash string `json:"specHash"`
+	// ManifestHash is the sha256 digest of Spec's manifest.
+	ManifestHash string `json:"manifestHash"`
+	// Spec is the normalized spec that became Ready.
+	Spec NormalizedSpec `json:"spec"`
+	// ReadyAt is when Spec became Ready.
+	ReadyAt metav1.Time `json:"readyAt"`
+}
+
+// OpenMedModelStatus is the observed state of an OpenMedModel. It holds only
+// coordinates, hashes, generations and fixed lifecycle text.
+type OpenMedModelStatus struct {
+	meta.ReconcileRequestStatus `json:",inline"`
+
+	// LastHandledResetAt is the last reconcile.fluxcd.io/resetAt value handled:
+	// a reset clears the failed-spec block so the desired spec is tried again.
+	//
+	// +optional
+	LastHandledResetAt string `json:"lastHandledResetAt,omitempty"`
+
+	// ObservedGeneration is the generation this status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Phase is the coarse lifecycle state.
+	//
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// DesiredVersion is spec.version of the evaluated spec.
+	//
+	// +optional
+	DesiredVersion string `json:"desiredVersion,omitempty"`
+
+	// ActiveVersion is the version believed to be served.
+	//
+	// +optional
+	ActiveVersion string `json:"activeVersion,omitempty"`
+
+	// DesiredSpecHash is the digest of the normalized desired spec.
+	//
+	// +optional
+	DesiredSpecHash string `json:"desiredSpecHash,omitempty"`
+
+	// AppliedSpecHash is the digest of the spec last written to the target.
+	//
+	// +optional
+	AppliedSpecHash string `json:"appliedSpecHash,omitempty"`
+
+	// FailedSpecHash is the digest of the desired spec that failed; it is not
+	// retried until the spec changes or a reset is requested.
+	//
+	// +optional
+	FailedSpecHash string `json:"failedSpecHash,omitempty"`
+
+	// ManifestHash is the digest of the desired manifest.
+	//
+	// +optional
+	ManifestHash string `json:"manifestHash,omitempty"`
+
+	// ManifestConfigMapName is the content-addressed ConfigMap the target
+	// currently points at.
+	//
+	// +optional
+	ManifestConfigMapName string `json:"manifestConfigMapName,omitempty"`
+
+	// TargetDeploymentGeneration is the target Deployment's generation after
+	// the operator's last change to it.
+	//
+	// +optional
+	TargetDeploymentGeneration int64 `json:"targetDeploymentGeneration,omitempty"`
+
+	// RollbackCount counts rollbacks started for this resource.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RollbackCount int32 `json:"rollbackCount,omitempty"`
+
+	// RollbackRequest is automatic:<failed version> or manual:<requested version>.
+	//
+	// +optional
+	RollbackRequest string `json:"rollbackRequest,omitempty"`
+
+	// LastSuccessfulSpec is the newest spec that became Ready (history[0]).
+	//
+	// +optional
+	LastSuccessfulSpec *NormalizedSpec `json:"lastSuccessfulSpec,omitempty"`
+
+	// PreviousSuccessfulSpec is the newest retained spec with another version
+	// than LastSuccessfulSpec (history[1]).
+	//
+	// +optional
+	PreviousSuccessfulSpec *NormalizedSpec `json:"previousSuccessfulSpec,omitempty"`
+
+	// RollbackSpec is the retained spec being restored or held by a rollback.
+	//
+	// +optional
+	RollbackSpec *NormalizedSpec `json:"rollbackSpec,omitempty"`
+
+	// History holds the retained successful specs, newest first, one per
+	// version, at most spec.revisionHistoryLimit.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=100
+	History []HistoryEntry `json:"history,omitempty"`
+
+	// Conditions are Ready, Progressing, Degraded, RolledBack and, when true,
+	// Flux's Reconciling and Stalled.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// OpenMedModel pins the model version an existing model-serving Deployment
+// preloads and rolls it out, with automatic and manual rollback.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=omm,categories=all
+// +kubebuilder:printcolumn:name="Family",type=string,JSONPath=`.spec.family`
+// +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
+// +kubebuilder:printcolumn:name="Desired",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.activeVersion`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OpenMedModel struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired model and rollout settings.
+	//
+	// +required
+	Spec OpenMedModelSpec `json:"spec"`
+
+	// Status is the observed state. It defaults to observedGeneration -1 so
+	// kstatus never calls a fresh object Current before the operator saw it.
+	//
+	// +optional
+	// +kubebuilder:default={"observedGeneration":-1}
+	Status OpenMedModelStatus `json:"status,omitempty"`
+}
+
+// GetConditions returns the status conditions; it makes OpenMedModel a Flux
+// conditions.Getter.
+func (in *OpenMedModel) GetConditions() []metav1.Condition {
+	return in.Status.Conditions
+}
+
+// SetConditions replaces the status conditions; it makes OpenMedModel a Flux
+// conditions.Setter.
+func (in *OpenMedModel) SetConditions(conditions []metav1.Condition) {
+	in.Status.Conditions = conditions
+}
+
+// OpenMedModelList is a list of OpenMedModels.
+//
+// +kubebuilder:object:root=true
+type OpenMedModelList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the OpenMedModels.
+	Items []OpenMedModel `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OpenMedModel{}, &OpenMedModelList{})
+}
