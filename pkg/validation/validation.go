@@ -111,12 +111,12 @@ func validateRolloutStrategy(rs *v1alpha1.RolloutStrategy, fldPath *field.Path) 
 	// server defaults the fields before the rule runs, so absent cannot happen
 	// there).
 	if rs.Type == v1alpha1.RollingUpdateRolloutStrategyType && isZero(rs.MaxUnavailable) && isZero(rs.MaxSurge) {
-		errs = append(errs, field.Invalid(fldPath.Root().Child("spec"), field.OmitValueType{}, MsgBothZero))
+		errs = append(errs, field.Invalid(fldPath.Root(), field.OmitValueType{}, MsgBothZero))
 	}
 	return errs
 }
 
-// IsZeroIntOrPercent reports whether v is 0 or "0%", the two spellings of zero
+// isZero reports whether v is 0 or "0%", the two spellings of zero
 // the CRD rule knows. Absent (nil) counts as zero, as in the CRD rule.
 func isZero(v *intstr.IntOrString) bool {
 	if v == nil {

@@ -340,19 +340,28 @@ type OpenMedModelStatus struct {
 	// +optional
 	ManifestConfigMapName string `json:"manifestConfigMapName,omitempty"`
 
+	// TargetName is the Deployment this resource last pointed at its manifest.
+	// When spec.targetRef moves to another Deployment, the operator releases
+	// this one and records the new target here.
+	//
+	// +optional
+	TargetName string `json:"targetName,omitempty"`
+
 	// TargetDeploymentGeneration is the target Deployment's generation after
 	// the operator's last change to it.
 	//
 	// +optional
 	TargetDeploymentGeneration int64 `json:"targetDeploymentGeneration,omitempty"`
 
-	// RollbackCount counts rollbacks started for this resource.
+	// RollbackCount counts the rollbacks started since a desired spec last
+	// became Ready; reaching Ready resets it to zero.
 	//
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	RollbackCount int32 `json:"rollbackCount,omitempty"`
 
-	// RollbackRequest is automatic:<failed version> or manual:<requested version>.
+	// RollbackRequest is automatic:<restored version> or manual:<restored
+	// version>: what started the active rollback and what it restores.
 	//
 	// +optional
 	RollbackRequest string `json:"rollbackRequest,omitempty"`

@@ -1,0 +1,161 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest) with the OpenMedModel CRD installed. The binaries are built from Go
+// modules by `make testbin` into bin/ and found through KUBEBUILDER_ASSETS.
+//
+// Every process it starts dies with the test binary: they run under
+// `setpriv --pdeathsig KILL`, so even a test that times out, panics or is
+// killed leaves no API server or etcd behind.
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// AssetsEnv names the directory holding kube-apiserver and etcd.
+const AssetsEnv = "KUBEBUILDER_ASSETS"
+
+// Environment is a running kube-apiserver and etcd with the CRDs installed.
+type Environment struct {
+	// Config reaches the API server as an administrator.
+	Config *rest.Config
+	// Scheme knows the built-in types and OpenMedModel.
+	Scheme *k8sruntime.Scheme
+	// Client is a direct (uncached) client for Config and Scheme.
+	Client client.Client
+
+	env     *envtest.Environment
+	wrapDir string
+}
+
+// Start launches the control plane and installs the CRDs from the module's
+// kustomize/crd/bases directory.
+func Start() (*Environment, error) {
+	assets, err := assetsDir()
+	if err != nil {
+		return nil, err
+	}
+	wrapDir, err := wrapBinaries(assets, "kube-apiserver", "etcd")
+	if err != nil {
+		return nil, err
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: wrapDir,
+		CRDDirectoryPaths:     []string{CRDDirectory()},
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		_ = os.RemoveAll(wrapDir)
+		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		_ = os.RemoveAll(wrapDir)
+		return nil, err
+	}
+	return &Environment{Config: cfg, Scheme: scheme, Client: c, env: env, wrapDir: wrapDir}, nil
+}
+
+// Stop stops the API server and etcd and removes their data.
+func (e *Environment) Stop() error {
+	err := e.env.Stop()
+	return errors.Join(err, os.RemoveAll(e.wrapDir))
+}
+
+// Main is a TestMain body: it starts the environment, hands it to setup, runs
+// the tests and always stops the environment before exiting.
+func Main(m *testing.M, setup func(*Environment)) {
+	env, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testenv:", err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer func() {
+			if err := env.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "testenv: stop:", err)
+			}
+		}()
+		setup(env)
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// GVR is the OpenMedModel resource.
+var GVR = schema.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: v1alpha1.GroupVersion.Version, Resource: "openmedmodels"}
+
+// ModuleRoot is the directory of this module's go.mod.
+func ModuleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// CRDDirectory holds the generated CRDs.
+func CRDDirectory() string {
+	return filepath.Join(ModuleRoot(), "kustomize", "crd", "bases")
+}
+
+// assetsDir is $KUBEBUILDER_ASSETS or, for a plain `go test` after `make
+// testbin`, the single version directory under bin/k8s.
+func assetsDir() (string, error) {
+	if dir := os.Getenv(AssetsEnv); dir != "" {
+		return dir, nil
+	}
+	dirs, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", "k8s", "*"))
+	if len(dirs) == 1 {
+		return dirs[0], nil
+	}
+	return "", fmt.Errorf("%s is not set and bin/k8s holds %d builds: run `make testbin` (or `make test`)", AssetsEnv, len(dirs))
+}
+
+// wrapBinaries writes one launcher script per binary that execs it under
+// `setpriv --pdeathsig KILL`, so the kernel kills it when the test process
+// dies, whatever the reason.
+func wrapBinaries(assets string, names ...string) (string, error) {
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		return "", fmt.Errorf("setpriv (util-linux) is needed to tie control-plane processes to the test: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "openmed-testenv-")
+	if err != nil {
+		return "", err
+	}
+	for _, name := range names {
+		bin := filepath.Join(assets, name)
+		if _, err := os.Stat(bin); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", fmt.Errorf("%s not found in %s: run `make testbin`: %w", name, assets, err)
+		}
+		script := fmt.Sprintf("#!/bin/sh\nexec %s --pdeathsig KILL -- %s \"$@\"\n", setpriv, bin)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+			_ = os.RemoveAll(dir)
+			return "", err
+		}
+	}
+	return dir, nil
+}
