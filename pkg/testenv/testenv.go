@@ -16,8 +16,8 @@ import (
 	"runtime"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"

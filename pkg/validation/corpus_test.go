@@ -46,9 +46,9 @@ func loadCorpus(t testing.TB, path string) []corpusCase {
 // baseSpec is the reference example's spec (examples/openmedmodel.yaml).
 func baseSpec() map[string]any {
 	return map[string]any{
-		"family":  "PII",
-		"version": "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1",
-		"tier":    "Small",
+		"family":   "PII",
+		"version":  "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1",
+		"tier":     "Small",
 		"replicas": json.Number("2"),
 		"targetRef": map[string]any{
 			"name":          "openmed-service",

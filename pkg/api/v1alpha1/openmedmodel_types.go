@@ -348,7 +348,8 @@ type OpenMedModelStatus struct {
 	TargetName string `json:"targetName,omitempty"`
 
 	// TargetDeploymentGeneration is the target Deployment's generation after
-	// the operator's last change to it.
+	// the operator last changed its pod template (started a rollout); only a
+	// Deployment status of this generation or later counts.
 	//
 	// +optional
 	TargetDeploymentGeneration int64 `json:"targetDeploymentGeneration,omitempty"`

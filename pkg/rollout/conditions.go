@@ -1,0 +1,262 @@
+package rollout
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// Fixed condition and event messages. They are part of the API (users and
+// health checks read them) and never carry user data.
+const (
+	MsgNotAvailableYet        = "Desired model version is not available yet."
+	MsgRolloutStarted         = "Kubernetes Deployment rollout was started."
+	MsgHealthy                = "No rollout failure is active."
+	MsgNoRollback             = "No rollback is active."
+	MsgDeploymentProgressing  = "Kubernetes is progressing the rollout."
+	MsgAvailable              = "Desired model version is available."
+	MsgRolloutComplete        = "Deployment rollout completed."
+	MsgTargetNotFound         = "Target Deployment was not found."
+	MsgWaitingForTarget       = "Rollout is waiting for its target."
+	MsgContainerNotFound      = "Target container was not found."
+	MsgCannotUpdateTarget     = "Rollout cannot update the target."
+	MsgTargetConflict         = "Target is owned by another model resource."
+	MsgCannotClaimTarget      = "Rollout cannot claim the target."
+	MsgManifestConflict       = "Manifest ConfigMap name is taken by an object this resource does not own."
+	MsgCannotWriteManifest    = "Rollout cannot create its manifest ConfigMap."
+	MsgReconciliationBlocked  = "Reconciliation is blocked."
+	MsgRollbackNotEvaluated   = "Rollback state is not evaluated while the spec is invalid."
+	MsgAutoRolledBack         = "Desired model version failed and was rolled back."
+	MsgRestoringLast          = "The last successful version is being restored."
+	MsgDidNotBecomeAvailable  = "Desired model version did not become available."
+	MsgRolloutStopped         = "Kubernetes stopped progressing the rollout."
+	MsgRollbackDisabled       = "Automatic rollback is disabled or unavailable."
+	MsgNoRetainedReady        = "No retained version is ready."
+	MsgRollbackStopped        = "Kubernetes stopped progressing the rollback."
+	MsgRetainedNotRestored    = "The retained version could not be restored."
+	MsgRetainedAvailable      = "A retained version is available; desired spec remains unmet."
+	MsgRollbackComplete       = "Rollback Deployment rollout completed."
+	MsgHeldAtRetained         = "Desired spec is held at a retained version."
+	MsgRetainedRestored       = "Retained successful version was restored."
+	MsgDesiredNotActive       = "Desired model version is not active."
+	MsgRestoringRetained      = "Retained successful version is being restored."
+	MsgTargetNotRetained      = "Requested rollback target is not retained."
+	MsgManualCannotStart      = "Manual rollback cannot start."
+	MsgManualRejected         = "Manual rollback target was rejected."
+	MsgManualInProgress       = "Manual rollback is in progress."
+	MsgRestoringRequested     = "Requested successful version is being restored."
+	MsgManualHeld             = "Held at a rollback target by the openmed.ai/rollback-to annotation; remove the annotation to roll out the desired spec again."
+	MsgDeploymentUnavailable  = "Target Deployment is not available; the model did not change."
+	MsgNoModelRollout         = "No model rollout is in progress."
+	MsgWaitingForAvailability = "Waiting for the target Deployment to become available again."
+	MsgSuspended              = "Reconciliation is suspended."
+	MsgFailedSpecHeld         = "The desired spec failed; change the spec or request a reset to try again."
+
+	EventMsgTargetNotFound      = "Target Deployment was not found; reconciliation will retry."
+	EventMsgContainerNotFound   = "Target Deployment does not contain the configured container."
+	EventMsgTargetConflict      = "Target Deployment is already managed by another OpenMedModel."
+	EventMsgRolloutStarted      = "Model manifest pointer changed; warm-pool rollout started."
+	EventMsgRolloutSucceeded    = "Desired model version is available and warm."
+	EventMsgRolloutFailed       = "Kubernetes reported that the model rollout exceeded its deadline."
+	EventMsgAutoRollbackStarted = "Automatic rollback to the last successful version started."
+	EventMsgManualRollback      = "Manual rollback to a retained successful version started."
+	EventMsgRollbackSucceeded   = "Retained successful model version is available."
+	EventMsgRollbackFailed      = "Kubernetes reported that the rollback exceeded its deadline."
+	EventMsgRollbackRejected    = "Requested rollback target is not one of the retained successful versions."
+	EventMsgModelRemoved        = "Model manifest pointer was removed from the target Deployment."
+	EventMsgRemovalSkipped      = "Resources owned by another controller were left unchanged."
+	EventMsgDriftCorrected      = "Restored Deployment fields the operator owns"
+)
+
+// cond is one condition value without its bookkeeping fields.
+type cond struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+// tuple is the reference's four conditions for one situation.
+type tuple struct {
+	ready, progressing, degraded, rolledBack cond
+}
+
+// kstatus says which of Flux's Reconciling/Stalled pair a situation carries.
+type kstatus int
+
+const (
+	settled kstatus = iota
+	reconciling
+	stalled
+)
+
+func t(reason, message string) cond { return cond{metav1.ConditionTrue, reason, message} }
+func f(reason, message string) cond { return cond{metav1.ConditionFalse, reason, message} }
+
+var notRequested = f(v1alpha1.NotRequestedReason, MsgNoRollback)
+var healthy = f(v1alpha1.HealthyReason, MsgHealthy)
+
+// The condition tuples of the reference (§3–4), changed where the contract
+// says so.
+var (
+	readyTuple = tuple{
+		ready:       t(v1alpha1.RolloutSucceededReason, MsgAvailable),
+		progressing: f(v1alpha1.RolloutCompleteReason, MsgRolloutComplete),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	rollingTuple = tuple{
+		ready:       f(v1alpha1.RolloutInProgressReason, MsgNotAvailableYet),
+		progressing: t(v1alpha1.DeploymentProgressingReason, MsgDeploymentProgressing),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	targetNotFoundTuple = tuple{
+		ready:       f(v1alpha1.TargetNotFoundReason, MsgTargetNotFound),
+		progressing: f(v1alpha1.BlockedReason, MsgWaitingForTarget),
+		degraded:    t(v1alpha1.TargetNotFoundReason, MsgTargetNotFound),
+		rolledBack:  notRequested,
+	}
+	containerNotFoundTuple = tuple{
+		ready:       f(v1alpha1.ContainerNotFoundReason, MsgContainerNotFound),
+		progressing: f(v1alpha1.BlockedReason, MsgCannotUpdateTarget),
+		degraded:    t(v1alpha1.ContainerNotFoundReason, MsgContainerNotFound),
+		rolledBack:  notRequested,
+	}
+	targetConflictTuple = tuple{
+		ready:       f(v1alpha1.TargetConflictReason, MsgTargetConflict),
+		progressing: f(v1alpha1.BlockedReason, MsgCannotClaimTarget),
+		degraded:    t(v1alpha1.TargetConflictReason, MsgTargetConflict),
+		rolledBack:  notRequested,
+	}
+	manifestConflictTuple = tuple{
+		ready:       f(v1alpha1.ManifestConflictReason, MsgManifestConflict),
+		progressing: f(v1alpha1.BlockedReason, MsgCannotWriteManifest),
+		degraded:    t(v1alpha1.ManifestConflictReason, MsgManifestConflict),
+		rolledBack:  notRequested,
+	}
+	autoRollbackTuple = tuple{
+		ready:       f(v1alpha1.RolledBackReason, MsgAutoRolledBack),
+		progressing: t(v1alpha1.RollbackInProgressReason, MsgRestoringLast),
+		degraded:    t(v1alpha1.RolloutFailedReason, MsgDidNotBecomeAvailable),
+		rolledBack:  f(v1alpha1.RollbackInProgressReason, MsgRestoringLast),
+	}
+	failedTuple = tuple{
+		ready:       f(v1alpha1.RolloutFailedReason, MsgDidNotBecomeAvailable),
+		progressing: f(v1alpha1.ProgressDeadlineExceededReason, MsgRolloutStopped),
+		degraded:    t(v1alpha1.RolloutFailedReason, MsgDidNotBecomeAvailable),
+		rolledBack:  f(v1alpha1.RollbackDisabledReason, MsgRollbackDisabled),
+	}
+	rollbackFailedTuple = tuple{
+		ready:       f(v1alpha1.RollbackFailedReason, MsgNoRetainedReady),
+		progressing: f(v1alpha1.ProgressDeadlineExceededReason, MsgRollbackStopped),
+		degraded:    t(v1alpha1.RollbackFailedReason, MsgRetainedNotRestored),
+		rolledBack:  f(v1alpha1.RollbackFailedReason, MsgRetainedNotRestored),
+	}
+	rollbackSucceededTuple = tuple{
+		ready:       f(v1alpha1.RolledBackReason, MsgRetainedAvailable),
+		progressing: f(v1alpha1.RollbackCompleteReason, MsgRollbackComplete),
+		degraded:    t(v1alpha1.DesiredVersionFailedReason, MsgHeldAtRetained),
+		rolledBack:  t(v1alpha1.RollbackSucceededReason, MsgRetainedRestored),
+	}
+	rollbackMonitorTuple = tuple{
+		ready:       f(v1alpha1.RolledBackReason, MsgDesiredNotActive),
+		progressing: t(v1alpha1.RollbackInProgressReason, MsgRestoringRetained),
+		degraded:    t(v1alpha1.DesiredVersionFailedReason, MsgHeldAtRetained),
+		rolledBack:  f(v1alpha1.RollbackInProgressReason, MsgRestoringRetained),
+	}
+	rollbackRejectedTuple = tuple{
+		ready:       f(v1alpha1.RollbackTargetUnavailableReason, MsgTargetNotRetained),
+		progressing: f(v1alpha1.BlockedReason, MsgManualCannotStart),
+		degraded:    t(v1alpha1.RollbackTargetUnavailableReason, MsgTargetNotRetained),
+		rolledBack:  f(v1alpha1.RollbackRejectedReason, MsgManualRejected),
+	}
+	manualRollbackTuple = tuple{
+		ready:       f(v1alpha1.ManualRollbackReason, MsgManualInProgress),
+		progressing: t(v1alpha1.RollbackInProgressReason, MsgRestoringRequested),
+		degraded:    t(v1alpha1.ManualRollbackReason, MsgHeldAtRetained),
+		rolledBack:  f(v1alpha1.RollbackInProgressReason, MsgRestoringRequested),
+	}
+	// A manual hold is not a failure of the desired spec (B15): Degraded
+	// names the manual rollback, and Ready says how to release the hold.
+	manualHeldTuple = tuple{
+		ready:       f(v1alpha1.RolledBackReason, MsgManualHeld),
+		progressing: f(v1alpha1.RollbackCompleteReason, MsgRollbackComplete),
+		degraded:    t(v1alpha1.ManualRollbackReason, MsgHeldAtRetained),
+		rolledBack:  t(v1alpha1.RollbackSucceededReason, MsgRetainedRestored),
+	}
+	deploymentUnavailableTuple = tuple{
+		ready:       f(v1alpha1.DeploymentUnavailableReason, MsgDeploymentUnavailable),
+		progressing: f(v1alpha1.DeploymentUnavailableReason, MsgNoModelRollout),
+		degraded:    t(v1alpha1.DeploymentUnavailableReason, MsgDeploymentUnavailable),
+		rolledBack:  notRequested,
+	}
+)
+
+// startTuple is the start-rollout tuple for a Progressing reason
+// (SpecChanged, InitialRollout or DriftCorrected).
+func startTuple(reason string) tuple {
+	return tuple{
+		ready:       f(v1alpha1.RolloutStartedReason, MsgNotAvailableYet),
+		progressing: t(reason, MsgRolloutStarted),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+}
+
+// invalidTuple is the InvalidSpec tuple. RolledBack is Unknown: with an
+// invalid spec the operator does not look at the target, so it cannot say
+// whether a rollback holds it.
+func invalidTuple(message string) tuple {
+	return tuple{
+		ready:       f(v1alpha1.InvalidSpecReason, message),
+		progressing: f(v1alpha1.BlockedReason, MsgReconciliationBlocked),
+		degraded:    t(v1alpha1.InvalidSpecReason, message),
+		rolledBack:  cond{metav1.ConditionUnknown, v1alpha1.InvalidSpecReason, MsgRollbackNotEvaluated},
+	}
+}
+
+// setConditions writes the tuple and the Reconciling/Stalled pair into the
+// status. Conditions of other types (other writers) are kept. The
+// lastTransitionTime of a condition changes only when its status changes
+// (Kubernetes convention, B17); every written condition carries the
+// generation. Reconciling and Stalled exist only while True (Flux).
+func setConditions(st *v1alpha1.OpenMedModelStatus, tp tuple, ks kstatus, gen int64, now metav1.Time) {
+	set := func(typ string, c cond) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type:               typ,
+			Status:             c.status,
+			Reason:             c.reason,
+			Message:            c.message,
+			ObservedGeneration: gen,
+			LastTransitionTime: now,
+		})
+	}
+	set(v1alpha1.ReadyCondition, tp.ready)
+	set(v1alpha1.ProgressingCondition, tp.progressing)
+	set(v1alpha1.DegradedCondition, tp.degraded)
+	set(v1alpha1.RolledBackCondition, tp.rolledBack)
+	// Reconciling and Stalled repeat Ready's reason and message: the most
+	// specific text there is for why the resource is not Ready.
+	switch ks {
+	case reconciling:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
+		set(v1alpha1.ReconcilingCondition, t(tp.ready.reason, tp.ready.message))
+	case stalled:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
+		set(v1alpha1.StalledCondition, t(tp.ready.reason, tp.ready.message))
+	default:
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
+		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
+	}
+	if len(st.Conditions) == 0 {
+		st.Conditions = nil
+	}
+}
+
+// conditionIs reports whether the status has a condition of type typ with the
+// given status and reason.
+func conditionIs(st *v1alpha1.OpenMedModelStatus, typ string, status metav1.ConditionStatus, reason string) bool {
+	c := meta.FindStatusCondition(st.Conditions, typ)
+	return c != nil && c.Status == status && (reason == "" || c.Reason == reason)
+}

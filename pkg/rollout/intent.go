@@ -1,0 +1,147 @@
+package rollout
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// DefaultFieldManager is the server-side apply field manager of the operator.
+const DefaultFieldManager = "openmed-operator"
+
+// DeploymentIntent is the partial Deployment the operator server-side applies
+// to point the target at a manifest: exactly the fields it owns (contract §4)
+// and nothing else, so image, probes, resources and selectors stay with their
+// owners. owner is the OwnerKey ("<namespace>/<name>"); the Deployment lives
+// in that namespace. cmName is the content-addressed manifest ConfigMap and
+// manifestHash the manifest it holds. spec.replicas is only sent when set, so
+// an unset value leaves replicas to the Deployment's owner or an HPA.
+func DeploymentIntent(spec v1alpha1.NormalizedSpec, owner, cmName, manifestHash string) *unstructured.Unstructured {
+	namespace, _, _ := strings.Cut(owner, "/")
+	strategy := map[string]any{"type": string(spec.RolloutStrategy.Type)}
+	// Recreate sends no rollingUpdate: the field leaves our apply
+	// configuration, so SSA removes the values we set earlier.
+	if spec.RolloutStrategy.Type == v1alpha1.RollingUpdateRolloutStrategyType {
+		strategy["rollingUpdate"] = map[string]any{
+			"maxUnavailable": intOrStringValue(spec.RolloutStrategy.MaxUnavailable),
+			"maxSurge":       intOrStringValue(spec.RolloutStrategy.MaxSurge),
+		}
+	}
+	deploymentSpec := map[string]any{
+		"progressDeadlineSeconds": int64(spec.RolloutStrategy.ProgressDeadlineSeconds),
+		"strategy":                strategy,
+		"template": map[string]any{
+			"metadata": map[string]any{
+				"annotations": map[string]any{
+					v1alpha1.ManifestHashAnnotation:  manifestHash,
+					v1alpha1.ModelResourceAnnotation: owner,
+				},
+			},
+			"spec": map[string]any{
+				"containers": []any{map[string]any{
+					"name": spec.TargetRef.ContainerName,
+					"env": []any{map[string]any{
+						"name": v1alpha1.PreloadEnvVar,
+						"valueFrom": map[string]any{
+							"configMapKeyRef": map[string]any{
+								"name": cmName,
+								"key":  v1alpha1.PreloadEnvVar,
+							},
+						},
+					}},
+				}},
+			},
+		},
+	}
+	if spec.Replicas != nil {
+		deploymentSpec["replicas"] = int64(*spec.Replicas)
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata": map[string]any{
+			"name":        spec.TargetRef.Name,
+			"namespace":   namespace,
+			"annotations": map[string]any{v1alpha1.ModelResourceAnnotation: owner},
+		},
+		"spec": deploymentSpec,
+	}}
+}
+
+func intOrStringValue(v intstr.IntOrString) any {
+	if v.Type == intstr.String {
+		return v.StrVal
+	}
+	return int64(v.IntVal)
+}
+
+// ManifestConfigMap is the immutable, content-addressed manifest ConfigMap of
+// spec for obj: named ManifestConfigMapName(spec base, manifest hash), with the
+// manifest and the preload pointer, the owner annotation, the managed-by and
+// family labels, and a controller ownerReference so garbage collection
+// removes it with obj.
+func ManifestConfigMap(obj *v1alpha1.OpenMedModel, spec v1alpha1.NormalizedSpec) *corev1.ConfigMap {
+	hash := ManifestHash(spec)
+	return &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ManifestConfigMapName(spec.ManifestConfigMapName, hash),
+			Namespace: namespaceOf(obj),
+			Labels: map[string]string{
+				v1alpha1.ManagedByLabel:   v1alpha1.ManagedByValue,
+				v1alpha1.ModelFamilyLabel: spec.Family,
+			},
+			Annotations:     map[string]string{v1alpha1.ModelResourceAnnotation: OwnerKey(obj)},
+			OwnerReferences: []metav1.OwnerReference{ownerReference(obj)},
+		},
+		Immutable: ptr.To(true),
+		Data: map[string]string{
+			v1alpha1.ManifestKey:   string(ManifestJSON(spec)) + "\n",
+			v1alpha1.PreloadEnvVar: spec.Version,
+		},
+	}
+}
+
+func ownerReference(obj *v1alpha1.OpenMedModel) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         v1alpha1.GroupVersion.String(),
+		Kind:               "OpenMedModel",
+		Name:               obj.Name,
+		UID:                obj.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+func namespaceOf(obj *v1alpha1.OpenMedModel) string {
+	ns, _, _ := strings.Cut(OwnerKey(obj), "/")
+	return ns
+}
+
+// ownedBy reports whether cm carries a controller ownerReference to obj. The
+// UID is what counts: a ConfigMap left by an earlier resource of the same name
+// is not ours, and garbage collection removes it.
+func ownedBy(cm *corev1.ConfigMap, obj *v1alpha1.OpenMedModel) bool {
+	ref := metav1.GetControllerOfNoCopy(cm)
+	return ref != nil && ref.UID == obj.UID && obj.UID != ""
+}
+
+// configMapMatches reports whether cm is the ConfigMap want describes: owned
+// by obj with the same data. Labels and extra metadata do not matter.
+func configMapMatches(cm *corev1.ConfigMap, want *corev1.ConfigMap, obj *v1alpha1.OpenMedModel) bool {
+	if !ownedBy(cm, obj) || len(cm.Data) != len(want.Data) {
+		return false
+	}
+	for k, v := range want.Data {
+		if cm.Data[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,249 @@
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/validation"
+)
+
+// DigestPrefix starts every spec and manifest digest.
+const DigestPrefix = "sha256:"
+
+// Manifest kinds and the suffix of the default ConfigMap base name.
+const (
+	// ManifestAPIVersion is the apiVersion of the manifest document.
+	ManifestAPIVersion = "openmed.ai/v1alpha1"
+	// ManifestKind is the kind of the manifest document.
+	ManifestKind = "OpenMedModelManifest"
+
+	defaultBaseSuffix = "-model-manifest"
+	// The reference keeps 37 characters of the resource name in a hashed
+	// default base, so the result fits one 63-character DNS label.
+	hashedBasePrefixLength = 37
+	// A content-addressed name adds "-" and 10 hex characters; its hashed
+	// fallback keeps 52 characters of the base for the same 63 limit.
+	hashedNamePrefixLength = 52
+	shortHashLength        = 10
+)
+
+var dnsSubdomainRE = regexp.MustCompile(v1alpha1.DNSSubdomainPattern)
+
+// SpecError is returned by Normalize for a spec the API server would reject.
+// Its message names fields and rules only, never the offending values, so it
+// can be copied into a status condition.
+type SpecError struct {
+	// Message is the value-free description of every violation.
+	Message string
+}
+
+// Error implements error.
+func (e *SpecError) Error() string { return e.Message }
+
+// ManifestModel is one model entry of the manifest.
+type ManifestModel struct {
+	// Family is the model family.
+	Family string `json:"family"`
+	// Tier is the model tier.
+	Tier v1alpha1.Tier `json:"tier"`
+	// Version is the model pointer.
+	Version string `json:"version"`
+}
+
+// ManifestDocument is the content of the manifest.json ConfigMap key. Its
+// fields are in alphabetical JSON order, so encoding/json emits the canonical
+// form.
+type ManifestDocument struct {
+	// APIVersion is always ManifestAPIVersion.
+	APIVersion string `json:"apiVersion"`
+	// Kind is always ManifestKind.
+	Kind string `json:"kind"`
+	// Models are the models to preload; exactly one for a spec, none for the
+	// empty manifest.
+	Models []ManifestModel `json:"models"`
+}
+
+// Normalize validates obj (with its CRD defaults filled in on a copy) and
+// returns the normalized spec: every default resolved, the form that is
+// hashed and retained. A *SpecError is returned for an invalid spec.
+func Normalize(obj *v1alpha1.OpenMedModel) (v1alpha1.NormalizedSpec, error) {
+	if obj.Name == "" {
+		return v1alpha1.NormalizedSpec{}, &SpecError{Message: "metadata.name: Required value"}
+	}
+	spec := obj.Spec.DeepCopy()
+	spec.Default()
+	if errs := validation.ValidateSpec(spec, field.NewPath("spec")); len(errs) > 0 {
+		return v1alpha1.NormalizedSpec{}, &SpecError{Message: errs.ToAggregate().Error()}
+	}
+	rs := spec.RolloutStrategy
+	n := v1alpha1.NormalizedSpec{
+		Family:                spec.Family,
+		ManifestConfigMapName: spec.ManifestConfigMapName,
+		Replicas:              spec.Replicas,
+		RolloutStrategy: v1alpha1.NormalizedRolloutStrategy{
+			MaxSurge:                *rs.MaxSurge,
+			MaxUnavailable:          *rs.MaxUnavailable,
+			ProgressDeadlineSeconds: *rs.ProgressDeadlineSeconds,
+			RollbackOnFailure:       *rs.RollbackOnFailure,
+			Type:                    rs.Type,
+		},
+		TargetRef: v1alpha1.NormalizedTargetReference{
+			ContainerName: v1alpha1.DefaultContainerName,
+			Name:          TargetName(obj),
+		},
+		Tier:    spec.Tier,
+		Version: spec.Version,
+	}
+	if spec.TargetRef != nil && spec.TargetRef.ContainerName != "" {
+		n.TargetRef.ContainerName = spec.TargetRef.ContainerName
+	}
+	if n.ManifestConfigMapName == "" {
+		n.ManifestConfigMapName = DefaultConfigMapBase(obj.Name)
+	}
+	return n, nil
+}
+
+// TargetName is the Deployment obj targets: spec.targetRef.name, or the
+// resource name. It needs no valid spec, so deletion can always find it.
+func TargetName(obj *v1alpha1.OpenMedModel) string {
+	if obj.Spec.TargetRef != nil && obj.Spec.TargetRef.Name != "" {
+		return obj.Spec.TargetRef.Name
+	}
+	return obj.Name
+}
+
+// TargetNames returns the Deployments a reconciler must read for obj: the
+// desired target (Observed.Deployment) and, when status.targetName names
+// another Deployment the resource pointed at before a retarget, that one
+// (Observed.PreviousTarget); previous is empty otherwise.
+func TargetNames(obj *v1alpha1.OpenMedModel) (desired, previous string) {
+	desired = TargetName(obj)
+	if obj.Status.TargetName != "" && obj.Status.TargetName != desired {
+		previous = obj.Status.TargetName
+	}
+	return desired, previous
+}
+
+// OwnerKey is the "<namespace>/<name>" value of the openmed.ai/model-resource
+// annotation that marks what obj owns. An empty namespace reads as default.
+func OwnerKey(obj *v1alpha1.OpenMedModel) string {
+	ns := obj.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	return ns + "/" + obj.Name
+}
+
+// CanonicalJSON encodes v as canonical JSON: sorted keys (the API types
+// declare their fields in alphabetical order), no whitespace.
+func CanonicalJSON(v any) ([]byte, error) {
+	return json.Marshal(v)
+}
+
+// Digest is "sha256:" and the lowercase hex SHA-256 of data.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return DigestPrefix + hex.EncodeToString(sum[:])
+}
+
+// SpecHash is the digest of the canonical JSON of a normalized spec: the
+// desired, applied and failed spec hashes of the status.
+func SpecHash(spec v1alpha1.NormalizedSpec) string {
+	return Digest(mustCanonical(spec))
+}
+
+// Manifest is the manifest document of a normalized spec: its one model.
+func Manifest(spec v1alpha1.NormalizedSpec) ManifestDocument {
+	return ManifestDocument{
+		APIVersion: ManifestAPIVersion,
+		Kind:       ManifestKind,
+		Models:     []ManifestModel{{Family: spec.Family, Tier: spec.Tier, Version: spec.Version}},
+	}
+}
+
+// EmptyManifest is the manifest with no models.
+func EmptyManifest() ManifestDocument {
+	return ManifestDocument{APIVersion: ManifestAPIVersion, Kind: ManifestKind, Models: []ManifestModel{}}
+}
+
+// ManifestJSON is the canonical JSON of the manifest of spec.
+func ManifestJSON(spec v1alpha1.NormalizedSpec) []byte {
+	return mustCanonical(Manifest(spec))
+}
+
+// ManifestHash is the digest of the manifest of spec. It changes only with
+// the family, tier or version; it is what rolls the pods.
+func ManifestHash(spec v1alpha1.NormalizedSpec) string {
+	return Digest(ManifestJSON(spec))
+}
+
+// DefaultConfigMapBase is the manifest ConfigMap base name for a resource
+// named name when spec.manifestConfigMapName is not set: "<name>-model-manifest"
+// when that is a DNS subdomain with labels of at most 63 characters, else a
+// shortened, hashed form of at most 63 characters.
+func DefaultConfigMapBase(name string) string {
+	candidate := name + defaultBaseSuffix
+	if validName(candidate) {
+		return candidate
+	}
+	prefix := strings.ReplaceAll(name, ".", "-")
+	if len(prefix) > hashedBasePrefixLength {
+		prefix = prefix[:hashedBasePrefixLength]
+	}
+	prefix = strings.TrimRight(prefix, "-")
+	return prefix + defaultBaseSuffix + "-" + shortDigest([]byte(candidate))
+}
+
+// ManifestConfigMapName is the content-addressed name of the manifest
+// ConfigMap for a base name and a manifest hash: "<base>-<first 10 hex of
+// the hash>". When that is not a DNS subdomain with labels of at most 63
+// characters, the name is the base shortened to 52 characters (dots made
+// dashes) and the first 10 hex characters of the digest of the long name,
+// which still differs for every manifest.
+func ManifestConfigMapName(base, manifestHash string) string {
+	hexHash := strings.TrimPrefix(manifestHash, DigestPrefix)
+	if len(hexHash) > shortHashLength {
+		hexHash = hexHash[:shortHashLength]
+	}
+	candidate := base + "-" + hexHash
+	if validName(candidate) {
+		return candidate
+	}
+	prefix := strings.ReplaceAll(base, ".", "-")
+	if len(prefix) > hashedNamePrefixLength {
+		prefix = prefix[:hashedNamePrefixLength]
+	}
+	prefix = strings.Trim(prefix, "-")
+	if prefix == "" {
+		return "manifest-" + shortDigest([]byte(candidate))
+	}
+	return prefix + "-" + shortDigest([]byte(candidate))
+}
+
+// validName is the reference's name rule: a DNS subdomain of at most 253
+// characters whose labels have at most 63.
+func validName(s string) bool {
+	return len(s) <= v1alpha1.MaxDNSSubdomainLength && dnsSubdomainRE.MatchString(s)
+}
+
+func shortDigest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])[:shortHashLength]
+}
+
+// mustCanonical encodes values built only from strings, integers, booleans
+// and int-or-strings; encoding/json cannot fail on them.
+func mustCanonical(v any) []byte {
+	b, err := CanonicalJSON(v)
+	if err != nil {
+		panic(fmt.Sprintf("canonical JSON of %T: %v", v, err))
+	}
+	return b
+}

@@ -1,0 +1,226 @@
+package rollout
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+type golden struct {
+	Fixture struct {
+		Canonical     string `json:"canonical"`
+		SpecHash      string `json:"specHash"`
+		Manifest      string `json:"manifest"`
+		ManifestHash  string `json:"manifestHash"`
+		ConfigMapName string `json:"configMapName"`
+	} `json:"fixture"`
+	Example struct {
+		SpecHash     string `json:"specHash"`
+		ManifestHash string `json:"manifestHash"`
+	} `json:"example"`
+	Minimal struct {
+		Canonical    string `json:"canonical"`
+		SpecHash     string `json:"specHash"`
+		ManifestHash string `json:"manifestHash"`
+	} `json:"minimal"`
+	MinimalPercent struct {
+		SpecHash string `json:"specHash"`
+	} `json:"minimalPercent"`
+	EmptyManifestHash     string `json:"emptyManifestHash"`
+	DefaultConfigMapBases []struct {
+		Name string `json:"name"`
+		Base string `json:"base"`
+	} `json:"defaultConfigMapBases"`
+}
+
+func normalize(t *testing.T, obj *v1alpha1.OpenMedModel) v1alpha1.NormalizedSpec {
+	t.Helper()
+	n, err := Normalize(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// minimalModel is Appendix A's ns/m1: no targetRef, Recreate, defaults.
+func minimalModel() *v1alpha1.OpenMedModel {
+	obj := &v1alpha1.OpenMedModel{}
+	obj.Name, obj.Namespace = "m1", "ns"
+	obj.Spec = v1alpha1.OpenMedModelSpec{
+		Family: "PII", Version: "OpenMed/x", Tier: v1alpha1.TierBase, Replicas: ptrTo(int32(1)),
+		RolloutStrategy: v1alpha1.RolloutStrategy{Type: v1alpha1.RecreateRolloutStrategyType},
+	}
+	return obj
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// TestGoldenVectors reproduces reference Appendix A. The contract changes one
+// input: the ConfigMap the pointer names is content-addressed, so the
+// fixture's ConfigMap is the base plus the first 10 hex of the manifest hash.
+func TestGoldenVectors(t *testing.T) {
+	var g golden
+	readYAML(t, "golden.yaml", &g)
+
+	fixture := normalize(t, fixtureModel(t))
+	if got := string(mustCanonical(fixture)); got != g.Fixture.Canonical {
+		t.Errorf("canonical JSON\n got %s\nwant %s", got, g.Fixture.Canonical)
+	}
+	if got := SpecHash(fixture); got != g.Fixture.SpecHash {
+		t.Errorf("spec hash %s, want %s", got, g.Fixture.SpecHash)
+	}
+	if got := string(ManifestJSON(fixture)); got != g.Fixture.Manifest {
+		t.Errorf("manifest %s, want %s", got, g.Fixture.Manifest)
+	}
+	if got := ManifestHash(fixture); got != g.Fixture.ManifestHash {
+		t.Errorf("manifest hash %s, want %s", got, g.Fixture.ManifestHash)
+	}
+	if got := ManifestConfigMapName(fixture.ManifestConfigMapName, ManifestHash(fixture)); got != g.Fixture.ConfigMapName {
+		t.Errorf("ConfigMap name %s, want %s", got, g.Fixture.ConfigMapName)
+	}
+
+	// The reference's example resource: name and namespace openmed-service,
+	// version Small-44M, deadline 600.
+	example := fixtureModel(t)
+	example.Namespace = "openmed"
+	example.Spec.Version = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1"
+	example.Spec.RolloutStrategy.ProgressDeadlineSeconds = ptrTo(int32(600))
+	ex := normalize(t, example)
+	if got := SpecHash(ex); got != g.Example.SpecHash {
+		t.Errorf("example spec hash %s, want %s", got, g.Example.SpecHash)
+	}
+	if got := ManifestHash(ex); got != g.Example.ManifestHash {
+		t.Errorf("example manifest hash %s, want %s", got, g.Example.ManifestHash)
+	}
+
+	minimal := normalize(t, minimalModel())
+	if got := string(mustCanonical(minimal)); got != g.Minimal.Canonical {
+		t.Errorf("minimal canonical\n got %s\nwant %s", got, g.Minimal.Canonical)
+	}
+	if got := SpecHash(minimal); got != g.Minimal.SpecHash {
+		t.Errorf("minimal spec hash %s, want %s", got, g.Minimal.SpecHash)
+	}
+	if got := ManifestHash(minimal); got != g.Minimal.ManifestHash {
+		t.Errorf("minimal manifest hash %s, want %s", got, g.Minimal.ManifestHash)
+	}
+
+	percent := minimalModel()
+	percent.Spec.RolloutStrategy = v1alpha1.RolloutStrategy{
+		Type:           v1alpha1.RollingUpdateRolloutStrategyType,
+		MaxUnavailable: ptrTo(intstr.FromString("25%")),
+		MaxSurge:       ptrTo(intstr.FromString("0%")),
+	}
+	if got := SpecHash(normalize(t, percent)); got != g.MinimalPercent.SpecHash {
+		t.Errorf("percent spec hash %s, want %s", got, g.MinimalPercent.SpecHash)
+	}
+
+	if got := Digest(mustCanonical(EmptyManifest())); got != g.EmptyManifestHash {
+		t.Errorf("empty manifest hash %s, want %s", got, g.EmptyManifestHash)
+	}
+
+	for _, row := range g.DefaultConfigMapBases {
+		if got := DefaultConfigMapBase(row.Name); got != row.Base {
+			t.Errorf("DefaultConfigMapBase(%s) = %s, want %s", row.Name, got, row.Base)
+		}
+	}
+}
+
+// TestMinimalDeploymentIntentRecreate: Appendix A says the strategy after the
+// patch is {type: Recreate} with rollingUpdate removed; the intent sends no
+// rollingUpdate, so server-side apply drops the operator's earlier values.
+func TestMinimalDeploymentIntentRecreate(t *testing.T) {
+	n := normalize(t, minimalModel())
+	u := DeploymentIntent(n, "ns/m1", "m1-model-manifest-b8f867b81b", ManifestHash(n))
+	strategy := u.Object["spec"].(map[string]any)["strategy"].(map[string]any)
+	if len(strategy) != 1 || strategy["type"] != "Recreate" {
+		t.Errorf("strategy = %v, want only type Recreate", strategy)
+	}
+}
+
+func TestManifestConfigMapName(t *testing.T) {
+	hash := "sha256:5a62c38517f97235ee02660f166bd123927813578528e33f909a5fd37ba72237"
+	other := "sha256:1ecb6f1b4e1beae6703ed08f7d73ff5bfc0cadd43420314e7d416279ac7f30b1"
+	cases := []struct {
+		base string
+		want string
+	}{
+		{"openmed-service-model-manifest", "openmed-service-model-manifest-5a62c38517"},
+		{"cfg.example", "cfg.example-5a62c38517"},
+		// A 63-character default base leaves no room in its label: hashed.
+		{strings.Repeat("a", 37) + "-model-manifest-822dc7494b", ""},
+		{strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61), ""},
+	}
+	for _, tc := range cases {
+		got := ManifestConfigMapName(tc.base, hash)
+		if tc.want != "" && got != tc.want {
+			t.Errorf("ManifestConfigMapName(%s) = %s, want %s", tc.base, got, tc.want)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 || !validName(got) {
+			t.Errorf("ManifestConfigMapName(%s) = %s is not a valid name: %v", tc.base, got, errs)
+		}
+		if got == ManifestConfigMapName(tc.base, other) {
+			t.Errorf("ManifestConfigMapName(%s) does not depend on the manifest", tc.base)
+		}
+	}
+}
+
+func TestOwnerKeyAndTargetNames(t *testing.T) {
+	obj := minimalModel()
+	obj.Namespace = ""
+	if got := OwnerKey(obj); got != "default/m1" {
+		t.Errorf("OwnerKey = %s, want default/m1", got)
+	}
+	obj.Spec.TargetRef = &v1alpha1.TargetReference{Name: "serving"}
+	obj.Status.TargetName = "old"
+	if desired, previous := TargetNames(obj); desired != "serving" || previous != "old" {
+		t.Errorf("TargetNames = %s, %s; want serving, old", desired, previous)
+	}
+	obj.Status.TargetName = "serving"
+	if _, previous := TargetNames(obj); previous != "" {
+		t.Errorf("previous = %s, want none", previous)
+	}
+}
+
+func TestNormalizeRejectsValueFree(t *testing.T) {
+	obj := minimalModel()
+	obj.Spec.Family = "<script>secret</script>"
+	_, err := Normalize(obj)
+	if err == nil {
+		t.Fatal("Normalize accepted an invalid family")
+	}
+	if strings.Contains(err.Error(), "secret") {
+		t.Errorf("message echoes the value: %s", err)
+	}
+	if _, ok := err.(*SpecError); !ok {
+		t.Errorf("error is %T, want *SpecError", err)
+	}
+}
+
+func TestManifestConfigMapBuilder(t *testing.T) {
+	obj := fixtureModel(t)
+	n := normalize(t, obj)
+	cm := ManifestConfigMap(obj, n)
+	if cm.Name != "openmed-service-model-manifest-5a62c38517" || cm.Namespace != "synthetic" {
+		t.Errorf("name %s/%s", cm.Namespace, cm.Name)
+	}
+	if cm.Immutable == nil || !*cm.Immutable {
+		t.Error("ConfigMap is not immutable")
+	}
+	if cm.Data[v1alpha1.ManifestKey] != string(ManifestJSON(n))+"\n" || cm.Data[v1alpha1.PreloadEnvVar] != v1 || len(cm.Data) != 2 {
+		t.Errorf("data %v", cm.Data)
+	}
+	if cm.Labels[v1alpha1.ManagedByLabel] != "openmed-operator" || cm.Labels[v1alpha1.ModelFamilyLabel] != "PII" {
+		t.Errorf("labels %v", cm.Labels)
+	}
+	if cm.Annotations[v1alpha1.ModelResourceAnnotation] != "synthetic/openmed-service" {
+		t.Errorf("annotations %v", cm.Annotations)
+	}
+	ref := cm.OwnerReferences
+	if len(ref) != 1 || ref[0].UID != obj.UID || !*ref[0].Controller || !*ref[0].BlockOwnerDeletion || ref[0].Kind != "OpenMedModel" {
+		t.Errorf("ownerReferences %v", ref)
+	}
+}

@@ -1,0 +1,214 @@
+package rollout
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// The reference suite's scenarios (reference §9, tests 3–8) as sequences of
+// passes over Decide. Where the contract changed the behaviour the test says
+// how.
+
+// Test 3: apply drives the manifest rollout and the Ready conditions.
+func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
+	c := newCluster(t)
+	plan := c.pass()
+	if plan.Status.Phase != v1alpha1.PhaseRollingOut || !conditionIs(&plan.Status, v1alpha1.ProgressingCondition, metav1.ConditionTrue, v1alpha1.SpecChangedReason) {
+		t.Fatalf("first pass: %s %v", plan.Status.Phase, condSummary(plan.Status))
+	}
+	if !plan.Claim {
+		t.Error("first apply to an unclaimed target must be a claim")
+	}
+	cmName := "openmed-service-model-manifest-5a62c38517"
+	cm, ok := c.cms[cmName]
+	if !ok || cm.Data[v1alpha1.ManifestKey] != `{"apiVersion":"openmed.ai/v1alpha1","kind":"OpenMedModelManifest","models":[{"family":"PII","tier":"Small","version":"OpenMed/synthetic-pii-v1"}]}`+"\n" {
+		t.Fatalf("manifest ConfigMap %s: %v", cmName, cm.Data)
+	}
+	if *c.dep.Spec.Replicas != 2 || c.dep.Annotations[v1alpha1.ModelResourceAnnotation] != "synthetic/openmed-service" ||
+		pointedConfigMap(c.dep, "openmed-service") != cmName ||
+		c.dep.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != ManifestHash(normalize(t, c.obj)) {
+		t.Fatalf("Deployment not pointed: %+v", c.dep.Spec)
+	}
+	if c.obj.Status.TargetDeploymentGeneration != c.dep.Generation {
+		t.Errorf("targetDeploymentGeneration %d, want %d", c.obj.Status.TargetDeploymentGeneration, c.dep.Generation)
+	}
+
+	markReady(c.dep)
+	plan = c.pass()
+	ready := metav1.Condition{
+		Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.RolloutSucceededReason,
+		Message: "Desired model version is available.", ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(clock),
+	}
+	if got := findCondition(plan.Status, v1alpha1.ReadyCondition); plan.Status.Phase != v1alpha1.PhaseReady || got == nil || *got != ready {
+		t.Fatalf("Ready pass: %s %+v", plan.Status.Phase, got)
+	}
+	if plan.Status.ActiveVersion != v1 {
+		t.Errorf("activeVersion %q", plan.Status.ActiveVersion)
+	}
+	assertStrings(t, "events", eventReasons(c.events), []string{v1alpha1.RolloutStartedReason, v1alpha1.RolloutSucceededReason})
+
+	// Repeating the pass is a no-op: nothing to write, no event.
+	gen := c.dep.Generation
+	before := c.obj.Status.DeepCopy()
+	plan = c.pass()
+	if plan.ApplyDeployment != nil || len(plan.EnsureConfigMaps) > 0 || len(plan.PruneConfigMaps) > 0 || len(plan.Events) > 0 ||
+		!apiequality.Semantic.DeepEqual(*before, plan.Status) || c.dep.Generation != gen {
+		t.Fatalf("steady pass is not a no-op: %+v", plan)
+	}
+
+	// Contract §4: the ConfigMap is immutable, so it cannot be tampered
+	// with; deleting it is the drift left. It is recreated under the same
+	// name with no rollout, and reported as DriftCorrected.
+	delete(c.cms, cmName)
+	plan = c.pass()
+	if _, ok := c.cms[cmName]; !ok || plan.Status.Phase != v1alpha1.PhaseReady || plan.ApplyDeployment != nil {
+		t.Fatalf("deleted ConfigMap not restored: %+v", plan)
+	}
+	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.DriftCorrectedReason})
+}
+
+// Test 4: a failed version change rolls back to the last successful manifest.
+func TestScenarioFailedVersionRollsBack(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.setVersion(v2)
+	plan := c.pass()
+	if plan.Status.Phase != v1alpha1.PhaseRollingOut || plan.Status.ActiveVersion != v1 || c.pointedVersion() != v2 {
+		t.Fatalf("v2 rollout: %s active %s pointed %s", plan.Status.Phase, plan.Status.ActiveVersion, c.pointedVersion())
+	}
+	markFailed(c.dep)
+	plan = c.pass()
+	st := plan.Status
+	if st.Phase != v1alpha1.PhaseRolledBack || st.DesiredVersion != v2 || st.ActiveVersion != v1 || st.RollbackCount != 1 ||
+		!conditionIs(&st, v1alpha1.DegradedCondition, metav1.ConditionTrue, "") || c.pointedVersion() != v1 {
+		t.Fatalf("rollback: %+v pointed %s", st, c.pointedVersion())
+	}
+	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.RolloutFailedReason, v1alpha1.RollbackStartedReason})
+	markReady(c.dep)
+	plan = c.pass()
+	if plan.Status.Phase != v1alpha1.PhaseRolledBack || !conditionIs(&plan.Status, v1alpha1.RolledBackCondition, metav1.ConditionTrue, v1alpha1.RollbackSucceededReason) {
+		t.Fatalf("rollback monitor: %s %v", plan.Status.Phase, condSummary(plan.Status))
+	}
+}
+
+// Test 5: a failed rollback is reported as a terminal condition.
+func TestScenarioFailedRollbackIsTerminal(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.setVersion(v2)
+	c.pass()
+	markFailed(c.dep)
+	c.pass()
+	markFailed(c.dep)
+	plan := c.pass()
+	if plan.Status.Phase != v1alpha1.PhaseFailed || !conditionIs(&plan.Status, v1alpha1.RolledBackCondition, metav1.ConditionFalse, v1alpha1.RollbackFailedReason) {
+		t.Fatalf("%s %v", plan.Status.Phase, condSummary(plan.Status))
+	}
+	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.RollbackFailedReason})
+	// Terminal: the next pass changes nothing and reports nothing again.
+	before := c.obj.Status.DeepCopy()
+	plan = c.pass()
+	if plan.ApplyDeployment != nil || len(plan.Events) > 0 || !apiequality.Semantic.DeepEqual(*before, plan.Status) {
+		t.Fatalf("failed rollback is not stable: %+v", plan)
+	}
+}
+
+// Test 6: manual rollback accepts only a retained successful version.
+func TestScenarioManualRollback(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.readyAt(v2)
+	if p := c.obj.Status.PreviousSuccessfulSpec; p == nil || p.Version != v1 {
+		t.Fatalf("previousSuccessfulSpec %+v", p)
+	}
+	c.annotate(v1alpha1.RollbackToAnnotation, v1)
+	plan := c.pass()
+	if plan.Status.Phase != v1alpha1.PhaseRolledBack || plan.Status.RollbackRequest != "manual:"+v1 || c.pointedVersion() != v1 {
+		t.Fatalf("manual rollback: %s %s pointed %s", plan.Status.Phase, plan.Status.RollbackRequest, c.pointedVersion())
+	}
+	markReady(c.dep)
+	c.pass()
+	c.setVersion(v1)
+	c.pass()
+	c.annotate(v1alpha1.RollbackToAnnotation, "")
+	plan = c.pass()
+	// The reference re-applied the same spec here (RollingOut for a pass).
+	// The Deployment already carries and serves the desired spec, so the
+	// resource is Ready at once, with no write.
+	if plan.Status.Phase != v1alpha1.PhaseReady || plan.ApplyDeployment != nil || plan.Status.RollbackRequest != "" {
+		t.Fatalf("after the exit sequence: %s %v", plan.Status.Phase, condSummary(plan.Status))
+	}
+
+	// A version that was never retained is rejected.
+	r := newCluster(t)
+	r.readyAt(v1)
+	r.readyAt(v2)
+	r.annotate(v1alpha1.RollbackToAnnotation, "OpenMed/not-retained")
+	plan = r.pass()
+	if !conditionIs(&plan.Status, v1alpha1.RolledBackCondition, metav1.ConditionFalse, v1alpha1.RollbackRejectedReason) || plan.ApplyDeployment != nil {
+		t.Fatalf("rejection: %v", condSummary(plan.Status))
+	}
+}
+
+// Test 7: deletion removes the pointer and restarts the target without
+// preload. Contract §4 (B19): the env entry goes away entirely instead of
+// staying with an empty value, and replicas and strategy stay.
+func TestScenarioDeleteReleasesTarget(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.obj.DeletionTimestamp = &metav1.Time{Time: clock}
+	plan := c.pass()
+	if plan.Release == nil || plan.Release.DeploymentName != "openmed-service" || !plan.RemoveFinalizer {
+		t.Fatalf("deletion plan %+v", plan)
+	}
+	keep := plan.Release.Keep.Object["spec"].(map[string]any)
+	if keep["replicas"] != int64(2) || keep["progressDeadlineSeconds"] != int64(60) || keep["strategy"] == nil {
+		t.Errorf("Keep %v must hold replicas, deadline and strategy at their live values", keep)
+	}
+	if len(c.cms) != 0 {
+		t.Errorf("owned ConfigMaps left: %v", c.cms)
+	}
+	if env := findContainer(c.dep, "openmed-service").Env; len(env) != 0 || c.dep.Annotations[v1alpha1.ModelResourceAnnotation] != "" {
+		t.Errorf("pointer left: env %v annotations %v", env, c.dep.Annotations)
+	}
+	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.ModelRemovedReason})
+}
+
+// Test 8: deletion does not touch resources owned by another controller.
+func TestScenarioDeleteLeavesForeignResources(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.dep.Annotations[v1alpha1.ModelResourceAnnotation] = "synthetic/other"
+	c.dep.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] = "synthetic/other"
+	for name, cm := range c.cms {
+		cm.Annotations[v1alpha1.ModelResourceAnnotation] = "synthetic/other"
+		cm.OwnerReferences[0].UID = "00000000-0000-4000-8000-000000000999"
+		c.cms[name] = cm
+	}
+	c.obj.DeletionTimestamp = &metav1.Time{Time: clock}
+	plan := c.pass()
+	if plan.Release != nil || len(plan.PruneConfigMaps) != 0 || len(c.cms) != 1 || !plan.RemoveFinalizer {
+		t.Fatalf("foreign resources touched: %+v", plan)
+	}
+	if pointedConfigMap(c.dep, "openmed-service") == "" {
+		t.Error("env entry of a foreign Deployment was removed")
+	}
+	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.ModelRemovalSkippedReason})
+	if plan.Events[0].Type != corev1.EventTypeWarning {
+		t.Errorf("event type %s", plan.Events[0].Type)
+	}
+}
+
+func findCondition(st v1alpha1.OpenMedModelStatus, typ string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
