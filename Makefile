@@ -55,12 +55,24 @@ $(CONTROLLER_GEN):
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the CRD from kubebuilder markers.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/api/...
 	$(CONTROLLER_GEN) crd paths=./pkg/api/... output:crd:artifacts:config=kustomize/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=openmed-operator paths=./controllers/... output:rbac:artifacts:config=kustomize/rbac
+	go run ./health/internal/gen
+
+# Files written by `make generate`. verify-generated hashes them before and
+# after regenerating, so it catches stale output whether or not the tree has
+# uncommitted changes.
+GENERATED = pkg/api/v1alpha1/zz_generated.deepcopy.go kustomize/crd/bases/*.yaml kustomize/rbac/role.yaml \
+	health/argocd/resource_customizations/openmed.ai/OpenMedModel/health_test.yaml \
+	examples/argocd/*.yaml examples/flux/*.yaml
 
 .PHONY: verify-generated
-verify-generated: generate ## Fail if generated files are not committed as generated.
-	@if [ -n "$$(git status --porcelain -- pkg/api kustomize)" ]; then \
-		echo "generated files are stale; run 'make generate' and commit:"; \
-		git status --porcelain -- pkg/api kustomize; git --no-pager diff --stat -- pkg/api kustomize; exit 1; fi
+verify-generated: ## Fail if generated files are stale (regenerates them).
+	@before="$$(cat $(GENERATED) | sha256sum)"; \
+	$(MAKE) --no-print-directory generate >/dev/null; \
+	after="$$(cat $(GENERATED) | sha256sum)"; \
+	if [ "$$before" != "$$after" ]; then \
+		echo "generated files were stale; 'make generate' has rewritten them, review and commit:"; \
+		git --no-pager diff --stat -- $(GENERATED); exit 1; fi
 
 .PHONY: fmt
 fmt: ## Format the Go code.
@@ -78,10 +90,16 @@ build: ## Build every package.
 .PHONY: test
 test: testbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
+	cd examples/library && go build ./... && go vet ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the Go validator for FUZZTIME (default 60s).
+fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s).
 	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateJSON -fuzztime $(or $(FUZZTIME),60s)
+	go test ./pkg/rollout -run '^$$' -fuzz FuzzDecide -fuzztime $(or $(FUZZTIME),60s)
+
+.PHONY: bench
+bench: ## Run the benchmarks and print their figures.
+	go test ./pkg/rollout ./health/... -run '^$$' -bench . -benchmem
 
 .PHONY: help
 help: ## Show this help.

@@ -1,0 +1,3 @@
+-- Let the operator reconcile again.
+obj.spec.suspend = false
+return obj

@@ -1,0 +1,3 @@
+-- Stop the operator from changing anything until resumed.
+obj.spec.suspend = true
+return obj
