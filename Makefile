@@ -14,15 +14,21 @@ BIN := $(CURDIR)/bin
 KUBE_VERSION ?= v1.37.0
 ETCD_VERSION ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.23.0
+KWOK_VERSION ?= v0.8.0
 
 # The control-plane binaries, built from Go modules (hack/tools/*), live in one
 # directory per version pair; KUBEBUILDER_ASSETS points envtest at it.
 TESTBIN := $(BIN)/k8s/$(KUBE_VERSION)-etcd-$(ETCD_VERSION)
 KUBE_APISERVER := $(TESTBIN)/kube-apiserver
 ETCD := $(TESTBIN)/etcd
+KUBE_CONTROLLER_MANAGER := $(TESTBIN)/kube-controller-manager
+KUBE_SCHEDULER := $(TESTBIN)/kube-scheduler
+KWOK := $(BIN)/kwok-$(KWOK_VERSION)/kwok
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 export KUBEBUILDER_ASSETS := $(TESTBIN)
+# pkg/minicluster finds kwok through OPENMED_KWOK.
+export OPENMED_KWOK := $(KWOK)
 
 GO_TEST_FLAGS ?= -count=1
 
@@ -43,6 +49,24 @@ $(ETCD): hack/tools/etcd/go.mod
 	@mkdir -p $(TESTBIN)
 	@echo ">> building etcd $(ETCD_VERSION) from Go modules"
 	cd hack/tools/etcd && go build -o $@.tmp go.etcd.io/etcd/server/v3 && mv $@.tmp $@
+
+.PHONY: clusterbin
+clusterbin: testbin $(KUBE_CONTROLLER_MANAGER) $(KUBE_SCHEDULER) $(KWOK) ## Build the rest of the local control plane (controller-manager, scheduler, kwok) into bin/ (cached).
+
+$(KUBE_CONTROLLER_MANAGER): hack/tools/kube/go.mod
+	@mkdir -p $(TESTBIN)
+	@echo ">> building kube-controller-manager $(KUBE_VERSION) from Go modules"
+	cd hack/tools/kube && go build -o $@.tmp k8s.io/kubernetes/cmd/kube-controller-manager && mv $@.tmp $@
+
+$(KUBE_SCHEDULER): hack/tools/kube/go.mod
+	@mkdir -p $(TESTBIN)
+	@echo ">> building kube-scheduler $(KUBE_VERSION) from Go modules"
+	cd hack/tools/kube && go build -o $@.tmp k8s.io/kubernetes/cmd/kube-scheduler && mv $@.tmp $@
+
+$(KWOK): hack/tools/kwok/go.mod
+	@mkdir -p $(dir $@)
+	@echo ">> building kwok $(KWOK_VERSION) from Go modules"
+	cd hack/tools/kwok && go build -o $@.tmp sigs.k8s.io/kwok/cmd/kwok && mv $@.tmp $@
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)/.controller-gen
@@ -88,7 +112,7 @@ build: ## Build every package.
 	go build ./...
 
 .PHONY: test
-test: testbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
+test: clusterbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build ./... && go vet ./...
 

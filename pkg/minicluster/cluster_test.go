@@ -1,0 +1,399 @@
+package minicluster
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+)
+
+// TestCluster runs real workloads on one cluster: a Deployment rolls out, a
+// rollout to never-ready pods runs into its progress deadline while the old
+// pods keep serving, and the garbage collector removes dependents. Then Stop
+// must leave no process and no temporary directory behind.
+func TestCluster(t *testing.T) {
+	requireBinaries(t)
+	began := time.Now()
+	// Only one value stalls pods, so a pod annotated with another value must
+	// still become Ready: both readiness stages get exercised.
+	const stall = "never"
+	c, err := Start(t.Context(), Config{NeverReady: NeverReady{Annotation: NeverReadyAnnotation, Values: []string{stall}}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = c.Stop()
+		}
+	})
+	t.Logf("cluster ready after %s", time.Since(began).Round(10*time.Millisecond))
+	ids := identify(t, c.PIDs())
+	if len(ids) != len(components) {
+		t.Fatalf("got %d components running, want %d", len(ids), len(components))
+	}
+
+	// The kubeconfig on disk must work on its own, not just the RESTConfig.
+	restCfg, err := clientcmd.BuildConfigFromFlags("", c.KubeconfigPath())
+	if err != nil {
+		t.Fatalf("load kubeconfig: %v", err)
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	ns := "minicluster-test"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("deployment rolls out, then stalls on never-ready pods", func(t *testing.T) {
+		deployments := cs.AppsV1().Deployments(ns)
+		began := time.Now()
+		if _, err := deployments.Create(ctx, testDeployment(ns), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitDeployment(t, deployments.Get, 30*time.Second, func(d *appsv1.Deployment) error {
+			if !complete(d) {
+				return errors.New("not complete")
+			}
+			return nil
+		})
+		t.Logf("2 replicas available after %s", time.Since(began).Round(10*time.Millisecond))
+
+		setAnnotation := func(value string) {
+			t.Helper()
+			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, NeverReadyAnnotation, value)
+			if _, err := deployments.Patch(ctx, "model-server", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		began = time.Now()
+		setAnnotation("v2")
+		waitDeployment(t, deployments.Get, 30*time.Second, func(d *appsv1.Deployment) error {
+			if d.Status.ObservedGeneration < 2 || !complete(d) {
+				return errors.New("rollout to v2 not complete")
+			}
+			return nil
+		})
+		t.Logf("rollout to pods with another annotation value complete after %s", time.Since(began).Round(10*time.Millisecond))
+
+		began = time.Now()
+		setAnnotation(stall)
+		// The deadline is 10 s; allow for a loaded machine.
+		d := waitDeployment(t, deployments.Get, 40*time.Second, func(d *appsv1.Deployment) error {
+			p := condition(d, appsv1.DeploymentProgressing)
+			if p == nil || p.Status != corev1.ConditionFalse || p.Reason != "ProgressDeadlineExceeded" {
+				return fmt.Errorf("Progressing is %+v", p)
+			}
+			return nil
+		})
+		elapsed := time.Since(began)
+		t.Logf("Progressing=False/ProgressDeadlineExceeded after %s", elapsed.Round(10*time.Millisecond))
+		if elapsed < 10*time.Second {
+			t.Errorf("deadline exceeded after %s, before progressDeadlineSeconds passed", elapsed)
+		}
+		if a := condition(d, appsv1.DeploymentAvailable); a == nil || a.Status != corev1.ConditionTrue {
+			t.Errorf("Available = %+v, want True while the old pods serve", a)
+		}
+		if d.Status.AvailableReplicas != 2 || d.Status.UpdatedReplicas != 1 {
+			t.Errorf("available=%d updated=%d, want 2 and 1", d.Status.AvailableReplicas, d.Status.UpdatedReplicas)
+		}
+
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=model-server"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ready, stalled int
+		for _, p := range pods.Items {
+			marked := p.Annotations[NeverReadyAnnotation] == stall
+			switch {
+			case marked && p.Status.Phase == corev1.PodRunning && !podReady(&p):
+				stalled++
+			case !marked && p.Status.Phase == corev1.PodRunning && podReady(&p):
+				ready++
+			default:
+				t.Errorf("pod %s: marked=%t phase=%s ready=%t", p.Name, marked, p.Status.Phase, podReady(&p))
+			}
+		}
+		if ready != 2 || stalled != 1 {
+			t.Errorf("got %d ready old pods and %d running-not-ready new pods, want 2 and 1", ready, stalled)
+		}
+	})
+
+	t.Run("garbage collector removes dependents", func(t *testing.T) {
+		for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
+			t.Run(string(policy), func(t *testing.T) {
+				cms := cs.CoreV1().ConfigMaps(ns)
+				owner, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "owner-"}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				dependent, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+					GenerateName: "dependent-",
+					OwnerReferences: []metav1.OwnerReference{{
+						APIVersion: "v1", Kind: "ConfigMap", Name: owner.Name, UID: owner.UID,
+						BlockOwnerDeletion: ptr.To(true),
+					}},
+				}}, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				began := time.Now()
+				if err := cms.Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: &policy}); err != nil {
+					t.Fatal(err)
+				}
+				for _, name := range []string{dependent.Name, owner.Name} {
+					waitDeleted(t, func() error {
+						_, err := cms.Get(ctx, name, metav1.GetOptions{})
+						return err
+					}, 20*time.Second)
+				}
+				t.Logf("owner and dependent gone after %s", time.Since(began).Round(time.Millisecond))
+			})
+		}
+	})
+
+	began = time.Now()
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	stopped = true
+	t.Logf("stopped after %s", time.Since(began).Round(time.Millisecond))
+	if left := alive(ids); len(left) > 0 {
+		t.Errorf("still running after Stop: %v", left)
+	}
+	if _, err := os.Stat(c.DataDir()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("temporary data directory %s not removed: %v", c.DataDir(), err)
+	}
+}
+
+// TestChildrenDieWithParent runs a program that starts a cluster, then ends
+// that program with a signal and checks that no component outlives it:
+// SIGKILL leaves only the parent-death signal to clean up, SIGINT goes
+// through StopOnSignal.
+func TestChildrenDieWithParent(t *testing.T) {
+	requireBinaries(t)
+	for _, tc := range []struct {
+		sig syscall.Signal
+		// cleaned is whether the program removes its temporary directory.
+		cleaned bool
+	}{
+		{sig: syscall.SIGKILL},
+		{sig: syscall.SIGINT, cleaned: true},
+	} {
+		t.Run(tc.sig.String(), func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), helperEnv+"=1")
+			cmd.Stderr = os.Stderr
+			stdout, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			rep, err := readReport(bufio.NewReader(stdout))
+			if err != nil {
+				_ = cmd.Process.Kill()
+				t.Fatalf("helper did not report a running cluster: %v (%v)", err, cmd.Wait())
+			}
+			ids := identify(t, rep.PIDs)
+			if len(ids) != len(components) {
+				t.Fatalf("helper started %d components, want %d", len(ids), len(components))
+			}
+
+			began := time.Now()
+			if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) {
+				t.Fatalf("helper ended with %v, want death by %s", err, tc.sig)
+			}
+			if ws := exit.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != tc.sig {
+				t.Errorf("helper ended with %v, want death by %s", ws, tc.sig)
+			}
+			waitGone(t, ids, 10*time.Second)
+			t.Logf("all components gone %s after %s", time.Since(began).Round(time.Millisecond), tc.sig)
+
+			_, err = os.Stat(rep.DataDir)
+			if tc.cleaned && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("temporary data directory %s not removed: %v", rep.DataDir, err)
+			}
+			if !tc.cleaned {
+				if err := os.RemoveAll(rep.DataDir); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+}
+
+func testDeployment(ns string) *appsv1.Deployment {
+	labels := map[string]string{"app": "model-server"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "model-server", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:                ptr.To[int32](2),
+			ProgressDeadlineSeconds: ptr.To[int32](10),
+			Selector:                &metav1.LabelSelector{MatchLabels: labels},
+			// One surge pod at a time and none taken away, so a stalled
+			// rollout keeps both old pods.
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					// kwok runs no image; the registry does not exist.
+					Containers: []corev1.Container{{Name: "server", Image: "registry.invalid/model-server:1"}},
+				},
+			},
+		},
+	}
+}
+
+// complete is the rollout-complete rule of `kubectl rollout status`.
+func complete(d *appsv1.Deployment) bool {
+	p := condition(d, appsv1.DeploymentProgressing)
+	return d.Status.ObservedGeneration == d.Generation &&
+		d.Status.UpdatedReplicas == *d.Spec.Replicas &&
+		d.Status.Replicas == *d.Spec.Replicas &&
+		d.Status.AvailableReplicas == *d.Spec.Replicas &&
+		p != nil && p.Reason == "NewReplicaSetAvailable"
+}
+
+func condition(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == t {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// waitDeployment polls the Deployment until check passes and returns it.
+func waitDeployment(t *testing.T, get func(context.Context, string, metav1.GetOptions) (*appsv1.Deployment, error), timeout time.Duration, check func(*appsv1.Deployment) error) *appsv1.Deployment {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		d, err := get(t.Context(), "model-server", metav1.GetOptions{})
+		if err == nil {
+			if err = check(d); err == nil {
+				return d
+			}
+			err = fmt.Errorf("%w; status %+v", err, d.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Deployment not as expected after %s: %v", timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitDeleted polls get until it reports NotFound.
+func waitDeleted(t *testing.T, get func() error, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := get()
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("object still there after %s: %v", timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKeptDataDir covers `make run`: a data directory that is given is locked
+// while in use, survives Stop, and a later Start finds the objects again.
+func TestKeptDataDir(t *testing.T) {
+	requireBinaries(t)
+	dir := t.TempDir()
+	cfg := Config{DataDir: dir}
+	ctx := t.Context()
+
+	c, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	if _, err := Start(ctx, cfg); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second Start on the same data directory: got %v, want an in-use error", err)
+	}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: metav1.NamespaceDefault}}
+	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ids := identify(t, c.PIDs())
+	began := time.Now()
+	if err := c.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	t.Logf("graceful stop took %s", time.Since(began).Round(time.Millisecond))
+	if left := alive(ids); len(left) > 0 {
+		t.Errorf("still running after Stop: %v", left)
+	}
+
+	began = time.Now()
+	c2, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Start again: %v", err)
+	}
+	t.Cleanup(func() { _ = c2.Stop() })
+	t.Logf("restart with kept data ready after %s", time.Since(began).Round(10*time.Millisecond))
+	cs2, err := kubernetes.NewForConfig(c2.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs2.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
+		t.Errorf("object from the first run is gone: %v", err)
+	}
+	if err := c2.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "etcd")); err != nil {
+		t.Errorf("kept data directory lost etcd's data: %v", err)
+	}
+}

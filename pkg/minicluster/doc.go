@@ -1,0 +1,21 @@
+// Package minicluster runs a local Kubernetes control plane from plain
+// binaries: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+// kwok, which fakes a node and the lifecycle of the pods scheduled to it. It
+// needs no container runtime and no kubelet, so Deployments, ReplicaSets,
+// garbage collection and namespace deletion behave as in a real cluster while
+// every pod is simulated. End-to-end tests and `make run` use it.
+//
+// Start generates a throw-away PKI in Go, starts every component on free
+// loopback ports inside a data directory, and returns once the API server is
+// ready, the fake node is Ready and schedulable and the default ServiceAccount
+// exists. Pods carrying the never-ready annotation (see NeverReady) become
+// Running but never Ready, which lets a rollout run into its progress deadline.
+//
+// Every child process runs in its own process group and is started with a
+// parent-death signal, so it dies with the process that started it even when
+// that process panics or is killed with SIGKILL. Stop ends all of them and
+// waits for them; StopOnSignal does so on Ctrl-C for command-line use.
+//
+// The binaries are built from Go modules by the project's Makefile (see
+// Config for where they are looked up).
+package minicluster
