@@ -33,7 +33,7 @@ func readyModel(t *testing.T, ns, name string) {
 func TestDriftByFieldManager(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startOperator(t)
+	op := startOperator(t)
 	readyModel(t, ns, "svc")
 	good := getDeployment(t, ns, "svc")
 	goodHash := good.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
@@ -78,6 +78,14 @@ func TestDriftByFieldManager(t *testing.T) {
 	// After the corrections the Deployment converges and the model is Ready.
 	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
 	waitFor(t, ns, "svc", v1alpha1.PhaseReady)
+	for _, manager := range []string{"helm", "kubectl-edit"} {
+		if n := op.metric(t, "openmed_drift_corrections_total", map[string]string{"manager": manager}); n < 1 {
+			t.Errorf("openmed_drift_corrections_total{manager=%q} = %v", manager, n)
+		}
+	}
+	if n := op.metric(t, "openmed_model_info", map[string]string{"namespace": ns, "name": "svc", "phase": "Ready", "version": "OpenMed/pii-v1"}); n != 1 {
+		t.Errorf("openmed_model_info = %v, want 1", n)
+	}
 }
 
 // assertDriftReported waits for a DriftCorrected event naming the field and

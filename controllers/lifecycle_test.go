@@ -35,7 +35,7 @@ func unowned(d *appsv1.Deployment) any {
 func TestLifecycle(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startOperator(t)
+	op := startOperator(t)
 	dep := createDeployment(t, chartDeployment(ns, "svc", 2))
 	before := unowned(dep)
 
@@ -133,6 +133,15 @@ func TestLifecycle(t *testing.T) {
 	}
 	if h := argoHealth(t, got); h != health.Degraded {
 		t.Errorf("Argo CD health after a failed rollback = %s, want Degraded", h)
+	}
+
+	for trigger, want := range map[string]float64{"automatic": 1, "manual": 1} {
+		if n := op.metric(t, "openmed_rollbacks_total", map[string]string{"namespace": ns, "trigger": trigger}); n != want {
+			t.Errorf("openmed_rollbacks_total{trigger=%q} = %v, want %v", trigger, n, want)
+		}
+	}
+	if n := op.metric(t, "openmed_rollout_duration_seconds", map[string]string{"namespace": ns}); n < 2 {
+		t.Errorf("rollout duration observed %v times, want at least 2", n)
 	}
 
 	// Fields the operator does not own survived the whole story.

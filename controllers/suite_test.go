@@ -73,10 +73,10 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // operator is a controller-runtime manager running the reconciler, with
 // every write it sends counted.
 type operator struct {
-	writes  *writeCounter
-	metrics *controllers.Metrics
-	cancel  context.CancelFunc
-	done    chan error
+	writes   *writeCounter
+	registry *prometheus.Registry
+	cancel   context.CancelFunc
+	done     chan error
 }
 
 // startOperator runs the reconciler in a fresh manager until stop. Each call
@@ -99,7 +99,8 @@ func startOperator(t *testing.T) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metrics := controllers.NewMetrics(prometheus.NewRegistry())
+	registry := prometheus.NewRegistry()
+	metrics := controllers.NewMetrics(registry)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &controllers.OpenMedModelReconciler{
 		Client:          mgr.GetClient(),
@@ -111,7 +112,7 @@ func startOperator(t *testing.T) *operator {
 		cancel()
 		t.Fatal(err)
 	}
-	op := &operator{writes: writes, metrics: metrics, cancel: cancel, done: make(chan error, 1)}
+	op := &operator{writes: writes, registry: registry, cancel: cancel, done: make(chan error, 1)}
 	go func() { op.done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		cancel()
@@ -136,4 +137,40 @@ func (o *operator) stop() {
 	case <-time.After(30 * time.Second):
 		fmt.Fprintln(os.Stderr, "manager did not stop in 30s")
 	}
+}
+
+// metric sums the samples of a metric family whose labels include want.
+func (o *operator) metric(t *testing.T, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := o.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	sample:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue sample
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
 }
