@@ -111,6 +111,16 @@ vet: ## Run go vet and check formatting.
 build: ## Build every package.
 	go build ./...
 
+IMG ?= ghcr.io/openmed/openmed-operator:v0.1.0
+
+.PHONY: operator
+operator: ## Build the operator binary into bin/.
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/openmed-operator ./cmd/openmed-operator
+
+.PHONY: docker-build
+docker-build: ## Build the operator image (needs Docker; not available on the CI machines).
+	docker build -t $(IMG) .
+
 .PHONY: test
 test: clusterbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...

@@ -51,8 +51,8 @@ const kopfFinalizer = "kopf.zalando.org/KopfFinalizerMarker"
 // targetIndexKey indexes OpenMedModels by the Deployment they target.
 const targetIndexKey = ".openmed.targetName"
 
-// +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels,verbs=get;list;watch;patch;update
-// +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/status,verbs=get;patch;update
+// +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/status,verbs=get;patch
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete

@@ -1,0 +1,270 @@
+// Package app wires the OpenMedModel reconciler into a controller-runtime
+// manager the way Flux controllers are wired: fluxcd/pkg/runtime option
+// structs for the client, logger, leader election, retry delays and watch
+// scope, gotk_* and openmed_* metrics next to controller-runtime's own,
+// /healthz and /readyz probes, and an events recorder that can forward to
+// notification-controller. The openmed-operator binary is a thin shell around
+// Run, so tests and other managers can start the same wiring.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/flowcontrol"
+	runtimeclient "github.com/fluxcd/pkg/runtime/client"
+	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
+	"github.com/fluxcd/pkg/runtime/events"
+	"github.com/fluxcd/pkg/runtime/leaderelection"
+	"github.com/fluxcd/pkg/runtime/logger"
+	"github.com/fluxcd/pkg/runtime/metrics"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/openmed/openmed-operator/controllers"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// LeaderElectionID is the name of the Lease the replicas compete for. A
+// shard (a non-empty --watch-label-selector) uses
+// leaderelection.GenerateID(LeaderElectionID, selector), so shards never
+// share a Lease.
+const LeaderElectionID = "openmed-operator-leader-election"
+
+// Options are the operator's settings; BindFlags maps them to flags.
+type Options struct {
+	// MetricsAddr is where /metrics is served ("0" disables it).
+	MetricsAddr string
+	// HealthAddr is where /healthz and /readyz are served.
+	HealthAddr string
+	// EventsAddr is notification-controller's event endpoint; empty records
+	// Kubernetes Events only.
+	EventsAddr string
+	// Concurrent is how many OpenMedModels reconcile at once.
+	Concurrent int
+	// RequeueInterval is how often a resource is re-evaluated while a
+	// rollout is in flight.
+	RequeueInterval time.Duration
+	// Kubeconfig is a kubeconfig file; empty means $KUBECONFIG, the
+	// in-cluster service account, then ~/.kube/config.
+	Kubeconfig string
+	// WatchNamespace is the one namespace watched when
+	// Watch.AllNamespaces is false; empty means $RUNTIME_NAMESPACE.
+	WatchNamespace string
+
+	Client         runtimeclient.Options
+	Logger         logger.Options
+	LeaderElection leaderelection.Options
+	RateLimiter    runtimectrl.RateLimiterOptions
+	Watch          runtimectrl.WatchOptions
+}
+
+// BindFlags registers the operator's flags on fs with Flux's names and
+// defaults.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "The address the metric endpoint binds to.")
+	fs.StringVar(&o.HealthAddr, "health-addr", ":9440", "The address the health endpoint binds to.")
+	fs.StringVar(&o.EventsAddr, "events-addr", "", "The address of the events receiver (notification-controller); empty records Kubernetes Events only.")
+	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent OpenMedModel reconciles.")
+	fs.DurationVar(&o.RequeueInterval, "requeue-interval", 0, "How often a rollout in flight is re-evaluated; 0 uses the library default.")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
+	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "The namespace watched when --watch-all-namespaces=false; defaults to $"+runtimectrl.EnvRuntimeNamespace+".")
+
+	o.Client.BindFlags(fs)
+	o.Logger.BindFlags(fs)
+	o.LeaderElection.BindFlags(fs)
+	o.RateLimiter.BindFlags(fs)
+
+	// WatchOptions also binds --watch-configs-label-selector, which selects
+	// ConfigMaps and Secrets a Flux controller reads; this operator reads
+	// neither from users, so only the two flags it honours are exposed.
+	watch := pflag.NewFlagSet("watch", pflag.ContinueOnError)
+	o.Watch.BindFlags(watch)
+	fs.AddFlag(watch.Lookup("watch-all-namespaces"))
+	fs.AddFlag(watch.Lookup("watch-label-selector"))
+}
+
+// Scope is what one operator process watches and which Lease it holds.
+type Scope struct {
+	// Namespace is the single watched namespace; empty means all.
+	Namespace string
+	// Selector selects the OpenMedModels of this shard.
+	Selector labels.Selector
+	// LeaderElectionID names the Lease of this shard.
+	LeaderElectionID string
+	// LeaderElectionNamespace is where the Lease lives; empty lets
+	// controller-runtime use the pod's own namespace.
+	LeaderElectionNamespace string
+}
+
+// ResolveScope derives the watch scope from the options and the
+// RUNTIME_NAMESPACE value (the pod's namespace, from the downward API).
+func (o Options) ResolveScope(runtimeNamespace string) (Scope, error) {
+	sel, err := runtimectrl.GetWatchSelector(o.Watch)
+	if err != nil {
+		return Scope{}, fmt.Errorf("invalid --watch-label-selector: %w", err)
+	}
+	s := Scope{Selector: sel, LeaderElectionID: LeaderElectionID, LeaderElectionNamespace: runtimeNamespace}
+	if o.Watch.LabelSelector != "" {
+		s.LeaderElectionID = leaderelection.GenerateID(LeaderElectionID, o.Watch.LabelSelector)
+	}
+	if !o.Watch.AllNamespaces {
+		s.Namespace = o.WatchNamespace
+		if s.Namespace == "" {
+			s.Namespace = runtimeNamespace
+		}
+		if s.Namespace == "" {
+			return Scope{}, fmt.Errorf("--watch-all-namespaces=false needs --watch-namespace or $%s", runtimectrl.EnvRuntimeNamespace)
+		}
+	}
+	return s, nil
+}
+
+// Run starts the manager and blocks until ctx is cancelled (a graceful
+// shutdown: in-flight reconciles finish, the Lease is released when
+// --leader-election-release-on-cancel is set) or the manager fails.
+func Run(ctx context.Context, opts Options) error {
+	log := ctrl.Log.WithName("setup")
+	scope, err := opts.ResolveScope(os.Getenv(runtimectrl.EnvRuntimeNamespace))
+	if err != nil {
+		return err
+	}
+	cfg, err := restConfig(ctx, opts)
+	if err != nil {
+		return err
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+
+	mgr, err := ctrl.NewManager(cfg, managerOptions(opts, scope, scheme))
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+
+	recorder, err := events.NewRecorder(mgr.GetLogger(), opts.EventsAddr, controllers.ControllerName, events.WithManager(mgr))
+	if err != nil {
+		return fmt.Errorf("create events recorder: %w", err)
+	}
+	gotk := runtimectrl.NewMetrics(mgr, gotkRecorder(), v1alpha1.Finalizer)
+	r := &controllers.OpenMedModelReconciler{
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		EventRecorder:   recorder,
+		Metrics:         &gotk,
+		ModelMetrics:    controllers.MustRegisterMetrics(),
+		RequeueInterval: opts.RequeueInterval,
+	}
+	if err := r.SetupWithManager(ctx, mgr, controllers.Options{
+		MaxConcurrentReconciles: opts.Concurrent,
+		RateLimiter:             runtimectrl.GetRateLimiter(opts.RateLimiter),
+	}); err != nil {
+		return fmt.Errorf("set up the %s controller: %w", controllers.ControllerName, err)
+	}
+
+	log.Info("starting manager", "namespace", scope.Namespace, "labelSelector", opts.Watch.LabelSelector,
+		"leaderElection", opts.LeaderElection.Enable, "lease", scope.LeaderElectionID)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}
+
+// managerOptions translates the options into controller-runtime's. The
+// caches hold only what the reconciler reads: the shard's OpenMedModels and
+// the ConfigMaps the operator created (other ConfigMap names are read
+// directly), in the watched namespace or all of them.
+func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.Options {
+	cacheOpts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&v1alpha1.OpenMedModel{}: {Label: scope.Selector},
+			&corev1.ConfigMap{}:      {Label: labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue})},
+		},
+	}
+	if scope.Namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{scope.Namespace: {}}
+	}
+	le := opts.LeaderElection
+	return ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         cacheOpts,
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.HealthAddr,
+		LeaderElection:                le.Enable,
+		LeaderElectionID:              scope.LeaderElectionID,
+		LeaderElectionNamespace:       scope.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: le.ReleaseOnCancel,
+		LeaseDuration:                 &le.LeaseDuration,
+		RenewDeadline:                 &le.RenewDeadline,
+		RetryPeriod:                   &le.RetryPeriod,
+		Controller:                    config.Controller{RecoverPanic: ptr.To(true)},
+		Logger:                        ctrl.Log,
+	}
+}
+
+// restConfig loads the kubeconfig and applies the client limits the way
+// runtimeclient.GetConfigOrDie does: with API Priority and Fairness on the
+// server, client-side throttling is switched off.
+func restConfig(ctx context.Context, opts Options) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if opts.Kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	} else {
+		cfg, err = ctrlconfig.GetConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig: %w", err)
+	}
+	cfg.UserAgent = controllers.ControllerName
+	if enabled, err := flowcontrol.IsEnabled(ctx, cfg); err == nil && enabled {
+		cfg.QPS, cfg.Burst = -1, -1
+		return cfg, nil
+	}
+	if opts.Client.QPS <= 0 || opts.Client.Burst <= 0 {
+		return nil, errors.New("--kube-api-qps and --kube-api-burst must be positive")
+	}
+	cfg.QPS, cfg.Burst = opts.Client.QPS, opts.Client.Burst
+	return cfg, nil
+}
+
+var (
+	gotkOnce     sync.Once
+	gotkRecorded *metrics.Recorder
+)
+
+// gotkRecorder registers the gotk_* collectors with controller-runtime's
+// registry once per process; registering twice panics.
+func gotkRecorder() *metrics.Recorder {
+	gotkOnce.Do(func() { gotkRecorded = metrics.MustMakeRecorder() })
+	return gotkRecorded
+}

@@ -1,0 +1,33 @@
+// Command openmed-operator runs the OpenMedModel reconciler in a
+// controller-runtime manager. Flags follow Flux controllers; see
+// `openmed-operator --help` and the package app.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/fluxcd/pkg/runtime/logger"
+	"github.com/spf13/pflag"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-operator/app"
+)
+
+func main() {
+	var opts app.Options
+	fs := pflag.NewFlagSet("openmed-operator", pflag.ExitOnError)
+	opts.BindFlags(fs)
+	// ExitOnError: a bad flag prints usage and exits 2.
+	_ = fs.Parse(os.Args[1:])
+
+	logger.SetLogger(logger.NewLogger(opts.Logger))
+	// The first SIGTERM or SIGINT cancels the context for a graceful
+	// shutdown; a second one exits at once.
+	ctx := ctrl.SetupSignalHandler()
+	if err := app.Run(ctx, opts); err != nil {
+		ctrl.Log.Error(err, "operator failed")
+		fmt.Fprintln(os.Stderr, "openmed-operator:", err)
+		os.Exit(1)
+	}
+}

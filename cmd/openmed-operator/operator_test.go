@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/leaderelection"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-operator/app"
+	"github.com/openmed/openmed-operator/kustomize"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// shippedArgs are the operator flags of the bundle's Deployment, minus the
+// listen addresses the harness chooses.
+func shippedArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		var dep appsv1.Deployment
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &dep); err != nil {
+			t.Fatal(err)
+		}
+		var args []string
+		for _, a := range dep.Spec.Template.Spec.Containers[0].Args {
+			if !strings.HasPrefix(a, "--metrics-addr=") && !strings.HasPrefix(a, "--health-addr=") {
+				args = append(args, a)
+			}
+		}
+		return args
+	}
+	t.Fatal("the bundle has no Deployment")
+	return nil
+}
+
+// TestInstalledServiceAccount installs each overlay, then runs the operator
+// with the shipped flags as the bundle's ServiceAccount (every request
+// impersonates it, so the API server's RBAC decides): a rollout and a
+// deletion complete, the metrics endpoint serves controller-runtime, gotk_*
+// and openmed_* metrics, and SIGTERM shuts the process down cleanly. The
+// namespaced install leaves a model in another namespace alone.
+func TestInstalledServiceAccount(t *testing.T) {
+	for _, tc := range []struct {
+		overlay, namespace string
+		clusterWide        bool
+	}{
+		{kustomize.DefaultOverlay, "openmed-system", true},
+		{kustomize.NamespacedOverlay, "openmed-models", false},
+	} {
+		t.Run(tc.overlay, func(t *testing.T) {
+			ctx := context.Background()
+			objs, err := kustomize.Build(filepath.Join(kustomize.Dir(), tc.overlay))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kustomize.Apply(ctx, env.Client, objs); err != nil {
+				t.Fatal(err)
+			}
+			target := tc.namespace
+			if tc.clusterWide {
+				target = newNamespace(t, "team")
+			}
+			var outside string
+			if !tc.clusterWide {
+				outside = newNamespace(t, "outside")
+				createTarget(t, outside, "svc")
+				createModel(t, outside, "svc", nil)
+			}
+
+			kc := serviceAccountKubeconfig(t, tc.namespace, "openmed-operator")
+			// The kubeconfig really acts as the ServiceAccount: it may not
+			// read Secrets, which the admin identity behind it could.
+			restCfg, err := clientcmd.BuildConfigFromFlags("", kc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sa, err := client.New(restCfg, client.Options{Scheme: env.Scheme})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sa.List(ctx, &corev1.SecretList{}, client.InNamespace(target)); !apierrors.IsForbidden(err) {
+				t.Fatalf("listing Secrets as the ServiceAccount: err = %v, want Forbidden", err)
+			}
+
+			p := startOperator(t, tc.overlay, kc, tc.namespace, shippedArgs(t, objs)...)
+			createTarget(t, target, "svc")
+			createModel(t, target, "svc", nil)
+			waitPhase(t, target, "svc", v1alpha1.PhaseRollingOut)
+			if !hasPointer(t, target, "svc") {
+				t.Fatal("the rollout did not set the model pointer")
+			}
+			completeRollout(t, target, "svc")
+			waitPhase(t, target, "svc", v1alpha1.PhaseReady)
+
+			samples := p.scrape(t)
+			for _, want := range []struct {
+				name      string
+				fragments []string
+			}{
+				{"controller_runtime_reconcile_total", []string{`controller="openmedmodel"`, `result="success"`}},
+				{"gotk_reconcile_condition", []string{`kind="OpenMedModel"`, `name="svc"`, `type="Ready"`, `status="True"`}},
+				{"gotk_reconcile_duration_seconds_count", []string{`kind="OpenMedModel"`, `name="svc"`}},
+				{"openmed_model_info", []string{`name="svc"`, `namespace="` + target + `"`, `phase="Ready"`}},
+			} {
+				if v, ok := sum(samples, want.name, want.fragments...); !ok || v <= 0 {
+					t.Errorf("metric %s{%s} = %v (found %v), want > 0", want.name, strings.Join(want.fragments, ","), v, ok)
+				}
+			}
+
+			deleteModel(t, target, "svc")
+			if hasPointer(t, target, "svc") {
+				t.Error("deletion did not release the model pointer")
+			}
+			if outside != "" {
+				m := getModel(t, outside, "svc")
+				if len(m.Finalizers) > 0 || m.Status.ObservedGeneration != -1 || hasPointer(t, outside, "svc") {
+					t.Errorf("the namespaced operator touched a model outside its namespace: finalizers %v, observedGeneration %d",
+						m.Finalizers, m.Status.ObservedGeneration)
+				}
+			}
+			p.terminate(t)
+		})
+	}
+}
+
+// TestLeaderElectionFailover runs two replicas against one API server: only
+// the leader writes; when it stops (a graceful SIGTERM that releases the
+// Lease, or a SIGKILL that leaves it to expire) the other takes the Lease
+// within the lease duration and finishes the rollout the first one started.
+func TestLeaderElectionFailover(t *testing.T) {
+	const (
+		lease = 4 * time.Second
+		retry = 500 * time.Millisecond
+	)
+	for _, tc := range []struct {
+		name string
+		stop func(*operatorProcess, *testing.T)
+		// within bounds the takeover: a released Lease is taken at the
+		// follower's next retry, an abandoned one once it expires.
+		within time.Duration
+	}{
+		{"sigterm", (*operatorProcess).terminate, lease},
+		{"sigkill", (*operatorProcess).kill, lease + 2*retry},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t, "le")
+			args := []string{
+				"--enable-leader-election",
+				"--leader-election-lease-duration=" + lease.String(),
+				"--leader-election-renew-deadline=3s",
+				"--leader-election-retry-period=" + retry.String(),
+				"--requeue-interval=1s",
+			}
+			kc := kubeconfig(t, "")
+			a := startOperator(t, "replica-a", kc, ns, args...)
+			b := startOperator(t, "replica-b", kc, ns, args...)
+
+			var leader, follower *operatorProcess
+			eventually(t, "one leader", func() (bool, string) {
+				la, lb := a.isLeader(t, app.LeaderElectionID), b.isLeader(t, app.LeaderElectionID)
+				switch {
+				case la && !lb:
+					leader, follower = a, b
+				case lb && !la:
+					leader, follower = b, a
+				}
+				return leader != nil, "no single leader"
+			})
+			holder := leaseHolder(t, ns, app.LeaderElectionID)
+
+			createTarget(t, ns, "svc")
+			createModel(t, ns, "svc", nil)
+			waitPhase(t, ns, "svc", v1alpha1.PhaseRollingOut)
+			if n := follower.writes(t); n != 0 {
+				t.Errorf("the follower sent %v write requests, want 0", n)
+			}
+			if n := leader.writes(t); n == 0 {
+				t.Error("the leader sent no write requests")
+			}
+
+			tc.stop(leader, t)
+			stopped := time.Now()
+			eventually(t, "takeover", func() (bool, string) {
+				return follower.isLeader(t, app.LeaderElectionID), "follower not leading"
+			})
+			took := time.Since(stopped)
+			t.Logf("takeover after %s took %s", tc.name, took.Round(time.Millisecond))
+			if took > tc.within {
+				t.Errorf("takeover took %s, want at most %s", took, tc.within)
+			}
+			if h := leaseHolder(t, ns, app.LeaderElectionID); h == holder {
+				t.Errorf("the Lease is still held by %s", h)
+			}
+
+			writesBefore := follower.writes(t)
+			completeRollout(t, ns, "svc")
+			waitPhase(t, ns, "svc", v1alpha1.PhaseReady)
+			if follower.writes(t) <= writesBefore {
+				t.Error("the new leader did not write the finished rollout")
+			}
+			follower.terminate(t)
+		})
+	}
+}
+
+func leaseHolder(t *testing.T, ns, name string) string {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, l); err != nil {
+		t.Fatal(err)
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// TestShards runs two processes with different --watch-label-selector
+// values: each leads its own Lease at the same time and reconciles only the
+// OpenMedModels of its shard; an unlabelled model is left to neither.
+func TestShards(t *testing.T) {
+	ns := newNamespace(t, "shard")
+	kc := kubeconfig(t, "")
+	const key = "sharding.fluxcd.io/key"
+	shards := map[string]*operatorProcess{}
+	for _, shard := range []string{"shard1", "shard2"} {
+		shards[shard] = startOperator(t, shard, kc, ns, "--enable-leader-election", "--watch-label-selector="+key+"="+shard)
+		createTarget(t, ns, "m-"+shard)
+		createModel(t, ns, "m-"+shard, map[string]string{key: shard})
+	}
+	createTarget(t, ns, "m-none")
+	createModel(t, ns, "m-none", nil)
+
+	for shard, p := range shards {
+		waitPhase(t, ns, "m-"+shard, v1alpha1.PhaseRollingOut)
+		id := leaderelection.GenerateID(app.LeaderElectionID, key+"="+shard)
+		if id == app.LeaderElectionID {
+			t.Fatalf("shard %s shares the unsharded Lease", shard)
+		}
+		eventually(t, shard+" leading "+id, func() (bool, string) { return p.isLeader(t, id), "not leading" })
+	}
+	for shard, p := range shards {
+		samples := p.scrape(t)
+		for _, model := range []string{"m-shard1", "m-shard2", "m-none"} {
+			_, found := sum(samples, "openmed_model_info", `name="`+model+`"`)
+			if want := model == "m-"+shard; found != want {
+				t.Errorf("%s reconciled %s: %v, want %v", shard, model, found, want)
+			}
+		}
+	}
+	if m := getModel(t, ns, "m-none"); len(m.Finalizers) > 0 || m.Status.ObservedGeneration != -1 {
+		t.Errorf("an unlabelled model was reconciled: finalizers %v, observedGeneration %d", m.Finalizers, m.Status.ObservedGeneration)
+	}
+	for _, p := range shards {
+		p.terminate(t)
+	}
+}

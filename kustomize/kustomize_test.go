@@ -1,0 +1,403 @@
+package kustomize_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/kustomize"
+)
+
+// overlay is what each install overlay must look like.
+type overlay struct {
+	name      string
+	namespace string
+	// clusterWide: a ClusterRole and --watch-all-namespaces=true, or a Role
+	// and --watch-all-namespaces=false.
+	clusterWide bool
+}
+
+var overlays = []overlay{
+	{name: kustomize.DefaultOverlay, namespace: "openmed-system", clusterWide: true},
+	{name: kustomize.NamespacedOverlay, namespace: "openmed-models", clusterWide: false},
+}
+
+func build(t *testing.T, name string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := kustomize.Build(filepath.Join(kustomize.Dir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// typed converts the one object of kind and name in objs into out.
+func typed(t *testing.T, objs []*unstructured.Unstructured, kind, name string, out any) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, out); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %s %s in the bundle", kind, name)
+}
+
+func kinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetName())
+	}
+	return out
+}
+
+// TestOverlaysRender checks what the API server cannot: the shape of the
+// shipped install (scope, replicas, leader election, restricted pod
+// security, resources, probes, and a NetworkPolicy that matches the ports).
+func TestOverlaysRender(t *testing.T) {
+	for _, ov := range overlays {
+		t.Run(ov.name, func(t *testing.T) {
+			objs := build(t, ov.name)
+			got := kinds(objs)
+			for _, want := range []string{
+				"Namespace/" + ov.namespace, "CustomResourceDefinition/openmedmodels.openmed.ai",
+				"ServiceAccount/openmed-operator", "Role/openmed-operator-leader-election",
+				"RoleBinding/openmed-operator-leader-election", "Deployment/openmed-operator", "NetworkPolicy/openmed-operator",
+			} {
+				if !slices.Contains(got, want) {
+					t.Errorf("bundle lacks %s; has %v", want, got)
+				}
+			}
+			roleKind, bindingKind, allNamespaces := "Role", "RoleBinding", "--watch-all-namespaces=false"
+			if ov.clusterWide {
+				roleKind, bindingKind, allNamespaces = "ClusterRole", "ClusterRoleBinding", "--watch-all-namespaces=true"
+			}
+			for _, want := range []string{roleKind + "/openmed-operator", bindingKind + "/openmed-operator"} {
+				if !slices.Contains(got, want) {
+					t.Errorf("bundle lacks %s; has %v", want, got)
+				}
+			}
+			if !ov.clusterWide && (slices.Contains(got, "ClusterRole/openmed-operator") || slices.Contains(got, "ClusterRoleBinding/openmed-operator")) {
+				t.Errorf("namespaced bundle grants cluster-wide access: %v", got)
+			}
+			for _, o := range objs {
+				switch o.GetKind() {
+				case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+				default:
+					if o.GetNamespace() != ov.namespace {
+						t.Errorf("%s/%s is in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), ov.namespace)
+					}
+				}
+				if o.GetLabels()["app.kubernetes.io/part-of"] != "openmed" {
+					t.Errorf("%s/%s lacks the part-of label", o.GetKind(), o.GetName())
+				}
+			}
+
+			var dep appsv1.Deployment
+			typed(t, objs, "Deployment", "openmed-operator", &dep)
+			checkDeployment(t, &dep, allNamespaces)
+			var np networkingv1.NetworkPolicy
+			typed(t, objs, "NetworkPolicy", "openmed-operator", &np)
+			checkNetworkPolicy(t, &np, &dep)
+		})
+	}
+}
+
+func checkDeployment(t *testing.T, dep *appsv1.Deployment, allNamespaces string) {
+	t.Helper()
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Errorf("replicas = %v, want 2", dep.Spec.Replicas)
+	}
+	pod := dep.Spec.Template.Spec
+	if pod.ServiceAccountName != "openmed-operator" {
+		t.Errorf("serviceAccountName = %q", pod.ServiceAccountName)
+	}
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext = %+v, want runAsNonRoot and seccomp RuntimeDefault", psc)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if !strings.HasPrefix(c.Image, "ghcr.io/openmed/openmed-operator:") {
+		t.Errorf("image = %q", c.Image)
+	}
+	for _, arg := range []string{allNamespaces, "--enable-leader-election", "--log-encoding=json"} {
+		if !slices.Contains(c.Args, arg) {
+			t.Errorf("args %v lack %s", c.Args, arg)
+		}
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+		t.Errorf("container securityContext = %+v, want read-only root, no privilege escalation, drop ALL", sc)
+	}
+	for _, res := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[res]; !ok {
+			t.Errorf("no %s request", res)
+		}
+		if _, ok := c.Resources.Limits[res]; !ok {
+			t.Errorf("no %s limit", res)
+		}
+	}
+	var runtimeNS bool
+	for _, e := range c.Env {
+		runtimeNS = runtimeNS || e.Name == "RUNTIME_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+	}
+	if !runtimeNS {
+		t.Error("RUNTIME_NAMESPACE is not taken from the pod's namespace")
+	}
+
+	// The probes and the flags must name the same ports.
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for arg, port := range map[string]string{"--metrics-addr": "http-prom", "--health-addr": "healthz"} {
+		if want := fmt.Sprintf("%s=:%d", arg, ports[port]); !slices.Contains(c.Args, want) {
+			t.Errorf("args %v lack %s (port %s)", c.Args, want, port)
+		}
+	}
+	for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Port.String() != "healthz" {
+			t.Errorf("probe for %s = %+v", path, probe)
+		}
+	}
+}
+
+func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, dep *appsv1.Deployment) {
+	t.Helper()
+	if np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != dep.Spec.Template.Labels["app.kubernetes.io/name"] {
+		t.Errorf("NetworkPolicy selects %v, pods are labelled %v", np.Spec.PodSelector.MatchLabels, dep.Spec.Template.Labels)
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
+		t.Errorf("policyTypes = %v", np.Spec.PolicyTypes)
+	}
+	var ingress []string
+	for _, rule := range np.Spec.Ingress {
+		for _, p := range rule.Ports {
+			ingress = append(ingress, p.Port.String())
+		}
+	}
+	slices.Sort(ingress)
+	if want := []string{"healthz", "http-prom"}; !slices.Equal(ingress, want) {
+		t.Errorf("ingress ports = %v, want only %v", ingress, want)
+	}
+	var egress []string
+	for _, rule := range np.Spec.Egress {
+		for _, p := range rule.Ports {
+			egress = append(egress, fmt.Sprintf("%s/%s", *p.Protocol, p.Port.String()))
+		}
+	}
+	slices.Sort(egress)
+	if want := []string{"TCP/443", "TCP/53", "TCP/6443", "UDP/53"}; !slices.Equal(egress, want) {
+		t.Errorf("egress ports = %v, want %v", egress, want)
+	}
+}
+
+// TestRBACHasNoWildcards guards what SubjectAccessReviews cannot enumerate:
+// no rule grants every verb, resource or group.
+func TestRBACHasNoWildcards(t *testing.T) {
+	for _, ov := range overlays {
+		for _, o := range build(t, ov.name) {
+			if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+				continue
+			}
+			var role rbacv1.ClusterRole
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range role.Rules {
+				if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") || len(r.NonResourceURLs) > 0 {
+					t.Errorf("%s: %s %s has a wildcard rule %+v", ov.name, o.GetKind(), o.GetName(), r)
+				}
+			}
+		}
+	}
+}
+
+// warnings collects the API server's warning headers (PodSecurity reports
+// violations of a namespace's warn level this way).
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.list
+	w.list = nil
+	return out
+}
+
+// warningClient is an admin client that records warnings.
+func warningClient(t *testing.T) (client.Client, *warnings) {
+	t.Helper()
+	w := &warnings{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WarningHandler = w
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, w
+}
+
+// TestOverlaysApply applies each overlay to the real API server by
+// server-side apply with strict field validation, in a namespace that warns
+// on anything below the restricted Pod Security Standard, then applies it
+// again and expects no object to change.
+func TestOverlaysApply(t *testing.T) {
+	ctx := context.Background()
+	for _, ov := range overlays {
+		t.Run(ov.name, func(t *testing.T) {
+			c, w := warningClient(t)
+			objs := build(t, ov.name)
+			first, err := kustomize.Apply(ctx, c, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.take(); len(got) > 0 {
+				t.Errorf("first apply warned: %q", got)
+			}
+			second, err := kustomize.Apply(ctx, c, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range first {
+				if a, b := first[i].GetResourceVersion(), second[i].GetResourceVersion(); a != b {
+					t.Errorf("second apply changed %s/%s (resourceVersion %s -> %s)", first[i].GetKind(), first[i].GetName(), a, b)
+				}
+			}
+
+			// The namespace enforces the restricted level on pods: a pod
+			// made from the shipped template is admitted (dry run), the
+			// same pod without its security settings is refused.
+			var dep appsv1.Deployment
+			typed(t, objs, "Deployment", "openmed-operator", &dep)
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ov.namespace, GenerateName: "openmed-operator-"},
+				Spec:       *dep.Spec.Template.Spec.DeepCopy(),
+			}
+			if err := c.Create(ctx, pod.DeepCopy(), client.DryRunAll); err != nil {
+				t.Errorf("a pod of the shipped template is not admitted: %v", err)
+			}
+			if got := w.take(); len(got) > 0 {
+				t.Errorf("a pod of the shipped template drew warnings: %q", got)
+			}
+			pod.Spec.SecurityContext = nil
+			pod.Spec.Containers[0].SecurityContext = nil
+			if err := c.Create(ctx, pod, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "PodSecurity") {
+				t.Errorf("a pod without security settings: err = %v, want a PodSecurity refusal", err)
+			}
+		})
+	}
+}
+
+// access is one SubjectAccessReview and its expected answer.
+type access struct {
+	verb, group, resource, namespace string
+	allowed                          bool
+}
+
+// TestServiceAccountAccess asks the API server's authorizer what the
+// bundle's ServiceAccount may do: what the reconciler needs, and nothing
+// of Secrets, Deployment creation or deletion, Services, Nodes or HPAs; the
+// namespaced install nothing outside its namespace.
+func TestServiceAccountAccess(t *testing.T) {
+	ctx := context.Background()
+	common := func(own, other string) []access {
+		return []access{
+			{"get", "openmed.ai", "openmedmodels", own, true},
+			{"watch", "openmed.ai", "openmedmodels", own, true},
+			{"patch", "openmed.ai", "openmedmodels/status", own, true},
+			{"update", "openmed.ai", "openmedmodels/finalizers", own, true},
+			{"watch", "apps", "deployments", own, true},
+			{"patch", "apps", "deployments", own, true},
+			{"create", "", "configmaps", own, true},
+			{"delete", "", "configmaps", own, true},
+			{"create", "", "events", own, true},
+			{"create", "coordination.k8s.io", "leases", own, true},
+			{"update", "coordination.k8s.io", "leases", own, true},
+
+			{"get", "", "secrets", own, false},
+			{"list", "", "secrets", "", false},
+			{"watch", "", "secrets", other, false},
+			{"create", "apps", "deployments", own, false},
+			{"delete", "apps", "deployments", own, false},
+			{"update", "apps", "deployments", own, false},
+			{"get", "", "services", own, false},
+			{"create", "", "services", own, false},
+			{"list", "", "nodes", "", false},
+			{"patch", "", "nodes", "", false},
+			{"get", "autoscaling", "horizontalpodautoscalers", own, false},
+			{"patch", "autoscaling", "horizontalpodautoscalers", own, false},
+			// Leases only in the operator's own namespace.
+			{"update", "coordination.k8s.io", "leases", other, false},
+		}
+	}
+	cases := map[string][]access{
+		kustomize.DefaultOverlay: append(common("openmed-system", "team-a"),
+			access{"list", "openmed.ai", "openmedmodels", "", true},
+			access{"watch", "apps", "deployments", "", true},
+			access{"patch", "apps", "deployments", "team-a", true},
+			access{"create", "", "configmaps", "team-a", true},
+		),
+		kustomize.NamespacedOverlay: append(common("openmed-models", "team-a"),
+			access{"list", "openmed.ai", "openmedmodels", "", false},
+			access{"list", "openmed.ai", "openmedmodels", "team-a", false},
+			access{"watch", "apps", "deployments", "", false},
+			access{"patch", "apps", "deployments", "team-a", false},
+			access{"create", "", "configmaps", "team-a", false},
+			access{"create", "", "events", "team-a", false},
+		),
+	}
+	for _, ov := range overlays {
+		t.Run(ov.name, func(t *testing.T) {
+			if _, err := kustomize.Apply(ctx, env.Client, build(t, ov.name)); err != nil {
+				t.Fatal(err)
+			}
+			user := "system:serviceaccount:" + ov.namespace + ":openmed-operator"
+			groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ov.namespace, "system:authenticated"}
+			for _, a := range cases[ov.name] {
+				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+					User: user, Groups: groups,
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace},
+				}}
+				if err := env.Client.Create(ctx, sar); err != nil {
+					t.Fatal(err)
+				}
+				if sar.Status.Allowed != a.allowed {
+					t.Errorf("%s %s.%s in %q: allowed=%v, want %v (%s)", a.verb, a.resource, a.group, a.namespace, sar.Status.Allowed, a.allowed, sar.Status.Reason)
+				}
+			}
+		})
+	}
+}
