@@ -117,6 +117,10 @@ IMG ?= ghcr.io/openmed/openmed-operator:v0.1.0
 operator: ## Build the operator binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/openmed-operator ./cmd/openmed-operator
 
+.PHONY: plugin
+plugin: ## Build the kubectl plugin into bin/kubectl-openmed (put bin/ on PATH for `kubectl openmed`).
+	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-openmed ./cmd/kubectl-openmed
+
 .PHONY: docker-build
 docker-build: ## Build the operator image (needs Docker; not available on the CI machines).
 	docker build -t $(IMG) .
