@@ -291,6 +291,11 @@ func (d *decider) rollout() {
 	proven := len(d.history) > 0 && d.history[0].SpecHash == d.hash
 
 	switch {
+	case changed && matches && DeploymentReady(dep, desiredReplicas(d.desired.Replicas, dep), g):
+		// The new desired spec is the one the target already serves (a
+		// revert to the version a rollback restored): there is nothing to
+		// roll, and no Deployment event would ever come to say so.
+		d.ready()
 	case changed:
 		d.start(v1alpha1.SpecChangedReason, nil)
 	case !matches && !active:

@@ -212,3 +212,26 @@ func findCondition(st v1alpha1.OpenMedModelStatus, typ string) *metav1.Condition
 	}
 	return nil
 }
+
+// Reverting the spec to the version a rollback restored is Ready in the same
+// pass: the Deployment already serves it, so no rollout (and no Deployment
+// event) follows.
+func TestRevertToServedVersionIsReadyAtOnce(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.setVersion(v2)
+	c.pass()
+	markFailed(c.dep)
+	c.pass() // automatic rollback to v1
+	markReady(c.dep)
+	if plan := c.pass(); plan.Status.Phase != v1alpha1.PhaseRolledBack {
+		t.Fatalf("rollback not held: %s", plan.Status.Phase)
+	}
+	gen := c.dep.Generation
+	c.setVersion(v1)
+	plan := c.pass()
+	if plan.Status.Phase != v1alpha1.PhaseReady || plan.Status.ActiveVersion != v1 || c.dep.Generation != gen {
+		t.Fatalf("revert: phase %s active %q generation %d -> %d, %v", plan.Status.Phase, plan.Status.ActiveVersion, gen, c.dep.Generation, condSummary(plan.Status))
+	}
+	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.RolloutSucceededReason})
+}
