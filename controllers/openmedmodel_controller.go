@@ -63,8 +63,10 @@ const targetIndexKey = ".openmed.targetName"
 type OpenMedModelReconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
 	client.Client
-	// APIReader reads around the cache, for objects the cache does not hold
-	// (a ConfigMap of someone else that occupies a name we need).
+	// APIReader reads around the cache: the resource and its target at the
+	// start of each pass (so decisions never rest on a stale status), and
+	// objects the cache does not hold (a ConfigMap of someone else that
+	// occupies a name we need). Default: the manager's API reader.
 	APIReader client.Reader
 	// EventRecorder records the core's transition events (Flux's
 	// events.Recorder satisfies it and can forward to notification-controller).
@@ -169,8 +171,12 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	start := time.Now()
 	log := ctrl.LoggerFrom(ctx)
 
+	// The resource and its target are read from the API server, not the
+	// cache: a pass is often triggered by the watch event of our own
+	// Deployment apply, before the cache has seen the status we wrote with
+	// it, and a decision on a stale status would repeat or undo it.
 	obj := &v1alpha1.OpenMedModel{}
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ModelMetrics.deleteModel(req.Namespace, req.Name)
 		}
@@ -286,7 +292,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 
 func (r *OpenMedModelReconciler) getDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
 	dep := &appsv1.Deployment{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
