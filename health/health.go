@@ -39,6 +39,7 @@ const (
 	MessageSuspended             = "Reconciliation is suspended"
 	MessageInvalidSpec           = "Spec is invalid"
 	MessageRolledBack            = "Desired spec failed; a retained version is serving"
+	MessageManualRollback        = "Held at a retained version by a manual rollback"
 	MessageFailed                = "Desired spec failed; no retained version is serving"
 	MessageDeploymentUnavailable = "Target Deployment lost availability"
 	MessageWaitingForTarget      = "Waiting for the target Deployment"
@@ -183,6 +184,9 @@ func (s observed) failureMessage() string {
 	case s.reason(v1alpha1.ReadyCondition) == v1alpha1.InvalidSpecReason ||
 		s.reason(v1alpha1.StalledCondition) == v1alpha1.InvalidSpecReason:
 		return MessageInvalidSpec
+	case s.reason(v1alpha1.DegradedCondition) == v1alpha1.ManualRollbackReason:
+		// Nothing failed: someone asked for a retained version.
+		return MessageManualRollback
 	case s.phase == v1alpha1.PhaseRolledBack ||
 		s.reason(v1alpha1.StalledCondition) == v1alpha1.RolledBackReason:
 		return MessageRolledBack

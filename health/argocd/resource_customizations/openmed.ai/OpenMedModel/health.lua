@@ -76,6 +76,10 @@ local function failure()
   if reason("Ready") == "InvalidSpec" or reason("Stalled") == "InvalidSpec" then
     return result("Degraded", "Spec is invalid")
   end
+  -- Nothing failed: someone asked for a retained version.
+  if reason("Degraded") == "ManualRollback" then
+    return result("Degraded", "Held at a retained version by a manual rollback")
+  end
   if phase == "RolledBack" or reason("Stalled") == "RolledBack" then
     return result("Degraded", "Desired spec failed; a retained version is serving")
   end
