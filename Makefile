@@ -35,6 +35,14 @@ GO_TEST_FLAGS ?= -count=1
 .PHONY: all
 all: build
 
+# `make run ONCE=1` ends the demo after its summary; RUN_FLAGS passes more flags.
+ONCE ?=
+RUN_FLAGS ?=
+
+.PHONY: run
+run: clusterbin ## Start a local cluster and the operator and show the OpenMedModel lifecycle live (ONCE=1 ends after the summary).
+	go run ./cmd/openmed-demo $(if $(ONCE),--once) $(RUN_FLAGS)
+
 ##@ Tools
 
 .PHONY: testbin
@@ -129,6 +137,10 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 test: clusterbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
 	go test $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
+
+.PHONY: e2e
+e2e: clusterbin ## Run only the end-to-end tests (local control plane, operator binary).
+	go test $(GO_TEST_FLAGS) -v ./e2e/
 
 .PHONY: fuzz
 fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s).

@@ -55,7 +55,20 @@ type Cluster struct {
 // not-ready taint gone, and the default ServiceAccount exists. If anything
 // fails, or ctx ends first, Start stops whatever it launched and returns an
 // error that names the failing component.
-func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+//
+// Ports are picked free and released just before the components bind them,
+// so another process can take one in between; a start that fails with
+// "address already in use" is retried, twice at most, on new ports.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		c, err := start(ctx, cfg)
+		if err == nil || attempt == 3 || ctx.Err() != nil || !strings.Contains(err.Error(), "address already in use") {
+			return c, err
+		}
+	}
+}
+
+func start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	cfg, err = cfg.withDefaults()
 	if err != nil {
 		return nil, err

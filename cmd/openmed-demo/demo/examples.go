@@ -1,0 +1,90 @@
+package demo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+)
+
+// The example files, relative to ExamplesDir().
+const (
+	// TargetExample is the Helm-shaped target: its chart ConfigMap and its
+	// Deployment.
+	TargetExample = "target-deployment.yaml"
+	// ModelExample is the OpenMedModel that targets it.
+	ModelExample = "openmedmodel.yaml"
+)
+
+var (
+	deploymentKind     = schema.GroupKind{Group: "apps", Kind: "Deployment"}
+	serviceAccountKind = schema.GroupKind{Kind: "ServiceAccount"}
+	crdKind            = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+)
+
+// ExamplesDir is the module's examples directory.
+func ExamplesDir() string {
+	return filepath.Join(ModuleRoot(), "examples")
+}
+
+// ReadObjects reads every object of a multi-document YAML file.
+func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs, nil
+			}
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
+
+// ReadModel reads one OpenMedModel, rejecting unknown fields as the API
+// server's strict field validation would.
+func ReadModel(path string) (*v1alpha1.OpenMedModel, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	m := &v1alpha1.OpenMedModel{}
+	if err := yaml.UnmarshalStrict(data, m); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if m.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("OpenMedModel") {
+		return nil, fmt.Errorf("%s: not an OpenMedModel but %s", path, m.GroupVersionKind())
+	}
+	return m, nil
+}
+
+// ManifestHashOf is the manifest hash the operator writes to the pod template
+// of m's target when m asks for version: the value that selects that
+// version's pods, for example to make them never ready on a minicluster.
+func ManifestHashOf(m *v1alpha1.OpenMedModel, version string) (string, error) {
+	m = m.DeepCopy()
+	m.Spec.Version = version
+	spec, err := rollout.Normalize(m)
+	if err != nil {
+		return "", err
+	}
+	return rollout.ManifestHash(spec), nil
+}

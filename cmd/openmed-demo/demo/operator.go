@@ -1,0 +1,232 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// OperatorPackage is the import path of the operator command.
+const OperatorPackage = "github.com/openmed/openmed-operator/cmd/openmed-operator"
+
+// ModuleRoot is the directory of this module's go.mod, found from this
+// source file, so a build works from any working directory.
+func ModuleRoot() string {
+	_, file, _, _ := goruntime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// BuildOperator builds the openmed-operator binary into dir and returns its
+// path. The go command of the toolchain running this program does the build,
+// so `go run` and `go test` never fetch a second toolchain.
+func BuildOperator(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "openmed-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, OperatorPackage)
+	cmd.Dir = ModuleRoot()
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+goruntime.Version())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("build %s: %w\n%s", OperatorPackage, err, out.String())
+	}
+	return bin, nil
+}
+
+// OperatorConfig says how to run one operator process.
+type OperatorConfig struct {
+	// Binary is the openmed-operator executable.
+	Binary string
+	// Kubeconfig is passed as --kubeconfig.
+	Kubeconfig string
+	// LogPath collects the process's output; it is appended to.
+	LogPath string
+	// Args are further flags, after the ones StartOperator sets (the last
+	// occurrence of a flag wins).
+	Args []string
+}
+
+// Operator is a running openmed-operator process.
+type Operator struct {
+	cmd         *exec.Cmd
+	logPath     string
+	metricsAddr string
+	healthAddr  string
+	// done is closed once the process has exited and been reaped; err then
+	// holds how it exited.
+	done chan struct{}
+	err  error
+}
+
+// StartOperator launches the operator with --kubeconfig, metrics and health
+// endpoints on free loopback ports and cfg.Args. The process runs in a
+// process group of its own, so a terminal's Ctrl-C reaches only this program,
+// which then stops it in order; and it gets SIGKILL from the kernel when the
+// thread that started it ends, so it never outlives this program, even one
+// that is killed with SIGKILL.
+func StartOperator(cfg OperatorConfig) (*Operator, error) {
+	ports, err := freeLoopbackAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	// The child has its own copy of the descriptor.
+	defer logFile.Close()
+
+	args := append([]string{
+		"--kubeconfig=" + cfg.Kubeconfig,
+		"--metrics-addr=" + ports[0],
+		"--health-addr=" + ports[1],
+	}, cfg.Args...)
+	cmd := exec.Command(cfg.Binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	o := &Operator{cmd: cmd, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
+
+	started := make(chan error, 1)
+	go func() {
+		// Linux sends the parent-death signal when the *thread* that forked
+		// the child ends, and the Go runtime may end idle threads. This
+		// goroutine keeps its thread until the child has exited; it never
+		// unlocks, so the runtime then retires the thread with it.
+		goruntime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		o.err = cmd.Wait()
+		close(o.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", cfg.Binary, err)
+	}
+	return o, nil
+}
+
+// PID is the process id.
+func (o *Operator) PID() int { return o.cmd.Process.Pid }
+
+// LogPath is the file with the process's output.
+func (o *Operator) LogPath() string { return o.logPath }
+
+// MetricsURL is where the operator serves Prometheus metrics, unless
+// OperatorConfig.Args moved it.
+func (o *Operator) MetricsURL() string { return "http://" + o.metricsAddr + "/metrics" }
+
+// Done is closed once the process has exited.
+func (o *Operator) Done() <-chan struct{} { return o.done }
+
+// WaitReady waits until the operator's /readyz answers 200: its manager has
+// started and its caches are syncing. It fails early when the process exits.
+func (o *Operator) WaitReady(ctx context.Context) error {
+	client := &http.Client{Timeout: time.Second}
+	url := "http://" + o.healthAddr + "/readyz"
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-o.done:
+			return fmt.Errorf("openmed-operator exited: %v; last lines of %s:\n%s", o.err, o.logPath, Tail(o.logPath, 15))
+		case <-ctx.Done():
+			return fmt.Errorf("openmed-operator not ready: %w; last lines of %s:\n%s", ctx.Err(), o.logPath, Tail(o.logPath, 15))
+		case <-tick.C:
+		}
+	}
+}
+
+// Stop sends SIGTERM, which makes the manager shut down gracefully, and
+// SIGKILL to the process group once timeout has passed, then waits until the
+// process is reaped. Stopping a process that has already exited is fine.
+func (o *Operator) Stop(timeout time.Duration) error {
+	if !o.exited() {
+		if err := signalGroup(o.PID(), syscall.SIGTERM); err != nil {
+			return err
+		}
+		select {
+		case <-o.done:
+		case <-time.After(timeout):
+		}
+	}
+	return o.Kill()
+}
+
+// Kill sends SIGKILL to the process group, as a crash or an OOM kill would
+// end the operator, and waits until the process is reaped.
+func (o *Operator) Kill() error {
+	// The group is signalled even after the process exited, in case it
+	// left a child behind.
+	if err := signalGroup(o.PID(), syscall.SIGKILL); err != nil {
+		return err
+	}
+	<-o.done
+	return nil
+}
+
+func (o *Operator) exited() bool {
+	select {
+	case <-o.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// signalGroup signals every process in the group; an empty group is fine.
+func signalGroup(pgid int, sig syscall.Signal) error {
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal process group %d: %w", pgid, err)
+	}
+	return nil
+}
+
+// freeLoopbackAddrs returns n loopback addresses whose ports nobody listens on
+// now. They are held open together, so the n ports differ.
+func freeLoopbackAddrs(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free port: %w", err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs, nil
+}
+
+// Tail returns the last n lines of the file at path, indented, or why it
+// cannot be read.
+func Tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "  " + err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}

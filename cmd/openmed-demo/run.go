@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/kustomize"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/minicluster"
+)
+
+// operatorStopTimeout bounds the operator's graceful shutdown before SIGKILL.
+const operatorStopTimeout = 10 * time.Second
+
+// run is the whole demo. Everything it starts is stopped by its deferred
+// calls, which also run when a stage panics.
+func run(ctx context.Context, o options, out io.Writer) (err error) {
+	// controller-runtime's client warns once when no logger is set.
+	ctrllog.SetLogger(logr.Discard())
+	p := newPrinter(out)
+	start := time.Now()
+
+	workDir, err := os.MkdirTemp("", "openmed-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(workDir)
+
+	examples := o.examplesDir
+	if examples == "" {
+		examples = demo.ExamplesDir()
+	}
+	model, err := demo.ReadModel(filepath.Join(examples, demo.ModelExample))
+	if err != nil {
+		return err
+	}
+	target, err := demo.ReadObjects(filepath.Join(examples, demo.TargetExample))
+	if err != nil {
+		return err
+	}
+	brokenHash, err := demo.ManifestHashOf(model, o.brokenVersion)
+	if err != nil {
+		return fmt.Errorf("broken version: %w", err)
+	}
+
+	// The cluster: the one of --kubeconfig, or a local control plane whose
+	// kwok keeps the pods of the broken version Running but never Ready.
+	var (
+		cfg        *rest.Config
+		kubeconfig string
+		local      *minicluster.Cluster
+	)
+	setup := p.beginSetup()
+	if o.kubeconfig != "" && !o.local {
+		kubeconfig = o.kubeconfig
+		if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
+			return fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+		}
+		setup.done("cluster", "using the cluster of "+kubeconfig+" ("+cfg.Host+")")
+	} else {
+		p.line("cluster", "starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok")
+		local, err = minicluster.Start(ctx, minicluster.Config{
+			DataDir: o.dataDir,
+			NeverReady: minicluster.NeverReady{
+				Annotation: v1alpha1.ManifestHashAnnotation,
+				Values:     []string{brokenHash},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("start the local control plane: %w", err)
+		}
+		defer func() {
+			p.line("shutdown", "stopping the local control plane")
+			err = errors.Join(err, local.Stop())
+		}()
+		cfg, kubeconfig = local.RESTConfig(), local.KubeconfigPath()
+		setup.done("cluster", fmt.Sprintf("local control plane up at %s (data in %s)", cfg.Host, local.DataDir()))
+	}
+
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+
+	// The bundle, minus the operator Deployment: the operator runs here.
+	bundle, err := demo.InstallBundle(ctx, c, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
+	if err != nil {
+		return fmt.Errorf("install kustomize/%s: %w", kustomize.DefaultOverlay, err)
+	}
+	for _, s := range bundle.Skipped {
+		p.line("install", fmt.Sprintf("left out %s %s/%s: the operator runs on this machine as a process instead (on kwok its pods would only be simulated)",
+			s.GetKind(), s.GetNamespace(), s.GetName()))
+	}
+	setup.done("install", fmt.Sprintf("kustomize/%s applied: %d objects (CRD, RBAC, namespace %s)", kustomize.DefaultOverlay, len(bundle.Applied), bundle.ServiceAccount.Namespace))
+
+	// The operator, as its own process, authorized as its ServiceAccount.
+	binary := o.operatorBinary
+	if binary == "" {
+		p.line("operator", "building cmd/openmed-operator")
+		if binary, err = demo.BuildOperator(ctx, workDir); err != nil {
+			return err
+		}
+	}
+	saKubeconfig := filepath.Join(workDir, "operator.kubeconfig")
+	if err := demo.WriteImpersonatingKubeconfig(kubeconfig, saKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
+		return err
+	}
+	op, err := demo.StartOperator(demo.OperatorConfig{
+		Binary:     binary,
+		Kubeconfig: saKubeconfig,
+		LogPath:    filepath.Join(workDir, "openmed-operator.log"),
+		Args:       []string{"--log-encoding=console"},
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		p.line("shutdown", "stopping openmed-operator")
+		err = errors.Join(err, op.Stop(operatorStopTimeout))
+	}()
+	readyCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := op.WaitReady(readyCtx); err != nil {
+		return err
+	}
+	setup.done("operator", fmt.Sprintf("openmed-operator started, pid %d, as %s (log %s)",
+		op.PID(), demo.ServiceAccountUser(bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name), op.LogPath()))
+
+	s := &story{
+		p:              p,
+		c:              c,
+		model:          model,
+		target:         target,
+		deadline:       o.progressDeadline,
+		upgradeVersion: o.upgradeVersion,
+		brokenVersion:  o.brokenVersion,
+		neverReady:     local != nil,
+		stageTimeout:   o.stageTimeout,
+	}
+	results, err := s.play(ctx)
+	p.summary(setup.results, results, time.Since(start))
+	if err != nil {
+		return err
+	}
+	if o.once {
+		return nil
+	}
+
+	p.plain("")
+	p.plain("The cluster stays up until Ctrl-C. To look around:")
+	p.plain("  export KUBECONFIG=" + kubeconfig)
+	p.plain(fmt.Sprintf("  kubectl -n %s get openmedmodels,deployments,replicasets,pods,configmaps", model.Namespace))
+	p.plain(fmt.Sprintf("  kubectl -n %s annotate omm %s %s=%s --overwrite   # roll back by hand", model.Namespace, model.Name, v1alpha1.RollbackToAnnotation, model.Spec.Version))
+	p.plain("  operator log:     " + op.LogPath())
+	p.plain("  operator metrics: " + op.MetricsURL())
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-op.Done():
+		return fmt.Errorf("openmed-operator exited; last lines of %s:\n%s", op.LogPath(), demo.Tail(op.LogPath(), 15))
+	}
+}

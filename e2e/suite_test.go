@@ -1,0 +1,185 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/kustomize"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/minicluster"
+)
+
+// brokenVersion is the model version whose pods kwok keeps Running but never
+// Ready on the suite's cluster.
+const brokenVersion = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-never-ready"
+
+// operatorLabel on an OpenMedModel hands it to an operator a test starts for
+// itself (--watch-label-selector); the shared operator takes the models
+// without it. A test can so kill or stop its operator without touching the
+// others, which run in parallel.
+const operatorLabel = "e2e.openmed.ai/operator"
+
+var (
+	// skipReason is set when the control-plane binaries are missing.
+	skipReason string
+	cluster    *minicluster.Cluster
+	k8s        client.WithWatch
+	// operatorBinary and demoBinary are built once for the package.
+	operatorBinary, demoBinary string
+	// operatorKubeconfig acts as the bundle's ServiceAccount.
+	operatorKubeconfig string
+	workDir            string
+	// shared is the operator for models without operatorLabel.
+	shared *demo.Operator
+)
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(runSuite(m))
+}
+
+func runSuite(m *testing.M) (code int) {
+	if err := minicluster.Binaries(minicluster.Config{}); err != nil {
+		skipReason = fmt.Sprintf("control-plane binaries missing, run `make %s`: %v", minicluster.BuildTarget, err)
+		return m.Run()
+	}
+	var err error
+	if workDir, err = os.MkdirTemp("", "openmed-e2e-"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(workDir)
+	if err := setUp(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e set-up:", err)
+		code = 1
+	} else {
+		code = m.Run()
+	}
+
+	// Tear down, then prove nothing is left: every component and the
+	// shared operator must be gone once Stop has returned.
+	var pids []int
+	if shared != nil {
+		pids = append(pids, shared.PID())
+		if err := shared.Stop(10 * time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the shared operator:", err)
+			code = 1
+		}
+	}
+	if cluster != nil {
+		for _, pid := range cluster.PIDs() {
+			pids = append(pids, pid)
+		}
+		if err := cluster.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the cluster:", err)
+			code = 1
+		}
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			fmt.Fprintf(os.Stderr, "process %d (%s) still runs after the suite stopped it\n", pid, cmdName(pid))
+			code = 1
+		}
+	}
+	return code
+}
+
+// setUp builds the binaries, starts the cluster, installs the bundle and the
+// shared operator.
+func setUp() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", workDir+string(filepath.Separator),
+		demo.OperatorPackage, "github.com/openmed/openmed-operator/cmd/openmed-demo")
+	build.Dir = demo.ModuleRoot()
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	// The toolchain running the tests builds the binaries.
+	build.Env = append(os.Environ(), "GOTOOLCHAIN="+runtime.Version())
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build the binaries: %w", err)
+	}
+	operatorBinary = filepath.Join(workDir, "openmed-operator")
+	demoBinary = filepath.Join(workDir, "openmed-demo")
+
+	model, err := exampleModel()
+	if err != nil {
+		return err
+	}
+	brokenHash, err := demo.ManifestHashOf(model, brokenVersion)
+	if err != nil {
+		return err
+	}
+	cluster, err = minicluster.Start(ctx, minicluster.Config{
+		NeverReady: minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+	})
+	if err != nil {
+		return err
+	}
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	if k8s, err = client.NewWithWatch(cluster.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
+		return err
+	}
+	bundle, err := demo.InstallBundle(ctx, k8s, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
+	if err != nil {
+		return err
+	}
+	operatorKubeconfig = filepath.Join(workDir, "operator.kubeconfig")
+	if err := demo.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), operatorKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
+		return err
+	}
+	shared, err = launchOperator(ctx, "shared", "!"+operatorLabel)
+	return err
+}
+
+// launchOperator starts an operator for the models matching selector and
+// waits until it is ready.
+func launchOperator(ctx context.Context, name, selector string) (*demo.Operator, error) {
+	op, err := demo.StartOperator(demo.OperatorConfig{
+		Binary:     operatorBinary,
+		Kubeconfig: operatorKubeconfig,
+		LogPath:    filepath.Join(workDir, "operator-"+name+".log"),
+		Args:       []string{"--log-encoding=console", "--watch-label-selector=" + selector},
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := op.WaitReady(ctx); err != nil {
+		return nil, errors.Join(err, op.Kill())
+	}
+	return op, nil
+}
+
+// requireCluster skips the test when the suite has no cluster.
+func requireCluster(t *testing.T) {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+}
+
+// exampleModel is examples/openmedmodel.yaml.
+func exampleModel() (*v1alpha1.OpenMedModel, error) {
+	return demo.ReadModel(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+}
