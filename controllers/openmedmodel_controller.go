@@ -171,11 +171,19 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 	start := time.Now()
 	log := ctrl.LoggerFrom(ctx)
 
-	// The resource and its target are read from the API server, not the
-	// cache: a pass is often triggered by the watch event of our own
-	// Deployment apply, before the cache has seen the status we wrote with
-	// it, and a decision on a stale status would repeat or undo it.
+	// The cache decides whether the resource is ours at all: it holds only
+	// the namespaces and the shard (label selector) this manager watches.
 	obj := &v1alpha1.OpenMedModel{}
+	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.ModelMetrics.deleteModel(req.Namespace, req.Name)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Its content, and the target's, are read from the API server: a pass
+	// is often triggered by the watch event of our own Deployment apply,
+	// before the cache has seen the status we wrote with it, and a decision
+	// on a stale status would repeat or undo it.
 	if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.ModelMetrics.deleteModel(req.Namespace, req.Name)
