@@ -22,6 +22,8 @@ import (
 
 	"github.com/openmed/openmed-operator/health"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 const (
@@ -106,17 +108,7 @@ func createModel(t *testing.T, m *v1alpha1.OpenMedModel) {
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 func getModel(t *testing.T, ns, name string) *v1alpha1.OpenMedModel {
@@ -164,19 +156,7 @@ func condition(m *v1alpha1.OpenMedModel, t string) *metav1.Condition {
 }
 
 // preload returns the target container's OPENMED_SERVICE_PRELOAD_MODELS entry.
-func preload(d *appsv1.Deployment) *corev1.EnvVar {
-	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name != container {
-			continue
-		}
-		for i := range c.Env {
-			if c.Env[i].Name == v1alpha1.PreloadEnvVar {
-				return &c.Env[i]
-			}
-		}
-	}
-	return nil
-}
+func preload(d *appsv1.Deployment) *corev1.EnvVar { return rollout.PreloadEnv(d, container) }
 
 // pointerConfigMap is the ConfigMap the Deployment's preload env points at.
 func pointerConfigMap(t *testing.T, d *appsv1.Deployment) *corev1.ConfigMap {

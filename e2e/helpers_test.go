@@ -22,6 +22,8 @@ import (
 
 	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 const (
@@ -154,20 +156,10 @@ func waitState(t *testing.T, ns, what string, cond func(state) bool) state {
 	}
 }
 
-// eventually polls cond until it holds.
+// eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %s", waitTimeout, what, detail)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testenv.Eventually(t, waitTimeout, what, cond)
 }
 
 // settled is true when every replica of the target runs its current template
@@ -217,17 +209,7 @@ func annotate(t *testing.T, ns, key, value string) {
 
 // pointer is the operator's env entry in the target container, or nil.
 func pointer(d *appsv1.Deployment) *corev1.EnvVar {
-	for _, c := range d.Spec.Template.Spec.Containers {
-		if c.Name != v1alpha1.DefaultContainerName {
-			continue
-		}
-		for i := range c.Env {
-			if c.Env[i].Name == v1alpha1.PreloadEnvVar {
-				return &c.Env[i]
-			}
-		}
-	}
-	return nil
+	return rollout.PreloadEnv(d, v1alpha1.DefaultContainerName)
 }
 
 // pointerConfigMap is the manifest ConfigMap the target points at.

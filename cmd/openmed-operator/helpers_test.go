@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // timeout bounds every wait; the machine running the tests is small and
@@ -27,17 +28,7 @@ const timeout = 60 * time.Second
 // eventually polls cond until it holds or the timeout passes.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		ok, msg := cond()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 var nsCounter atomic.Int64

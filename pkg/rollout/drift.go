@@ -167,19 +167,31 @@ func intOrStringEqual(live *intstr.IntOrString, want intstr.IntOrString) bool {
 // of the container: it must reference the ConfigMap key and hold no literal
 // value.
 func envMatches(live *appsv1.Deployment, container, cmName string) bool {
-	c := findContainer(live, container)
-	if c == nil {
+	e := PreloadEnv(live, container)
+	if e == nil {
 		return false
 	}
-	for _, e := range c.Env {
-		if e.Name != v1alpha1.PreloadEnvVar {
-			continue
-		}
-		ref := e.ValueFrom
-		return e.Value == "" && ref != nil && ref.ConfigMapKeyRef != nil &&
-			ref.ConfigMapKeyRef.Name == cmName && ref.ConfigMapKeyRef.Key == v1alpha1.PreloadEnvVar
+	ref := e.ValueFrom
+	return e.Value == "" && ref != nil && ref.ConfigMapKeyRef != nil &&
+		ref.ConfigMapKeyRef.Name == cmName && ref.ConfigMapKeyRef.Key == v1alpha1.PreloadEnvVar
+}
+
+// PreloadEnv returns the first OPENMED_SERVICE_PRELOAD_MODELS env entry of
+// the named container of d (the one the service reads), or nil.
+func PreloadEnv(d *appsv1.Deployment, container string) *corev1.EnvVar {
+	if d == nil {
+		return nil
 	}
-	return false
+	c := findContainer(d, container)
+	if c == nil {
+		return nil
+	}
+	for i := range c.Env {
+		if c.Env[i].Name == v1alpha1.PreloadEnvVar {
+			return &c.Env[i]
+		}
+	}
+	return nil
 }
 
 func findContainer(d *appsv1.Deployment, name string) *corev1.Container {
@@ -194,17 +206,8 @@ func findContainer(d *appsv1.Deployment, name string) *corev1.Container {
 // pointedConfigMap is the ConfigMap the live container's preload entry
 // references, or "".
 func pointedConfigMap(d *appsv1.Deployment, container string) string {
-	if d == nil {
-		return ""
-	}
-	c := findContainer(d, container)
-	if c == nil {
-		return ""
-	}
-	for _, e := range c.Env {
-		if e.Name == v1alpha1.PreloadEnvVar && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
-			return e.ValueFrom.ConfigMapKeyRef.Name
-		}
+	if e := PreloadEnv(d, container); e != nil && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+		return e.ValueFrom.ConfigMapKeyRef.Name
 	}
 	return ""
 }
