@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/openmed/openmed-operator/pkg/minicluster"
 )
 
 // demoRun is one openmed-demo process (`make run`) and what it printed.
@@ -40,13 +42,19 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	stdout, err := cmd.StdoutPipe()
+	// A plain pipe rather than StdoutPipe: the output is read to its end
+	// while StartChild's goroutine waits for the process.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout, cmd.Stderr = w, w
+	// Tied to the test binary by the kernel's parent-death signal, from a
+	// thread that stays locked until the demo exits (minicluster.StartChild).
+	waited, err := minicluster.StartChild(cmd)
+	w.Close()
+	if err != nil {
+		stdout.Close()
 		t.Fatal(err)
 	}
 	r := &demoRun{cmd: cmd, started: make(chan struct{}), exited: make(chan struct{})}
@@ -66,7 +74,8 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 				once.Do(func() { close(r.started) })
 			}
 		}
-		r.err = cmd.Wait()
+		stdout.Close()
+		r.err = <-waited
 		close(r.exited)
 	}()
 	go func() {

@@ -18,6 +18,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/openmed/openmed-operator/pkg/minicluster"
 )
 
 // operatorProcess is one running openmed-operator.
@@ -109,12 +111,14 @@ func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, 
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE="+runtimeNamespace)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	// Own process group, parent-death signal, forked from a thread locked
+	// until the process exits (minicluster.StartChild).
+	waited, err := minicluster.StartChild(p.cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
 	go func() {
-		p.exitErr = p.cmd.Wait()
+		p.exitErr = <-waited
 		close(p.exited)
 	}()
 	t.Cleanup(func() {

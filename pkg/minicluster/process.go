@@ -76,6 +76,35 @@ func (l *launcher) start(name Component, bin string, args, env []string, logPath
 	return p, nil
 }
 
+// StartChild starts cmd so that it cannot outlive this process: in a
+// process group of its own (Linux: with SIGKILL as its parent-death signal),
+// forked from a goroutine locked to its OS thread until the child has
+// exited. Linux sends the parent-death signal when the forking *thread*
+// ends; an unlocked thread goes back to the runtime's pool, where another
+// goroutine may lock it and end it, killing the child long before this
+// process ends. The channel yields cmd.Wait's result once the child has
+// been reaped.
+func StartChild(cmd *exec.Cmd) (<-chan error, error) {
+	cmd.SysProcAttr = sysProcAttr()
+	started := make(chan error, 1)
+	waited := make(chan error, 1)
+	go func() {
+		// Never unlocked: the runtime retires the thread with this
+		// goroutine, once the child is gone.
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return waited, nil
+}
+
 // exited reports whether the process has ended.
 func (p *process) exited() bool {
 	select {
@@ -105,10 +134,12 @@ func (p *process) stop(timeout time.Duration) error {
 		case <-time.After(timeout):
 		}
 	}
-	// Also sweeps the group after a clean exit, in case the component left a
-	// child of its own behind.
-	if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("kill %s: %w", p.name, err)
+	// Never signal the group of a process already reaped: its id is free
+	// again, and a new process group may have taken it.
+	if !p.exited() {
+		if err := signalGroup(pgid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("kill %s: %w", p.name, err)
+		}
 	}
 	<-p.done
 	return nil

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/openmed/openmed-operator/pkg/minicluster"
 )
 
 // OperatorPackage is the import path of the operator command.
@@ -92,27 +94,17 @@ func StartOperator(cfg OperatorConfig) (*Operator, error) {
 	}, cfg.Args...)
 	cmd := exec.Command(cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	o := &Operator{cmd: cmd, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
-
-	started := make(chan error, 1)
-	go func() {
-		// Linux sends the parent-death signal when the *thread* that forked
-		// the child ends, and the Go runtime may end idle threads. This
-		// goroutine keeps its thread until the child has exited; it never
-		// unlocks, so the runtime then retires the thread with it.
-		goruntime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		o.err = cmd.Wait()
-		close(o.done)
-	}()
-	if err := <-started; err != nil {
+	// In a process group of its own, tied to this process by the kernel's
+	// parent-death signal (see minicluster.StartChild).
+	waited, err := minicluster.StartChild(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", cfg.Binary, err)
 	}
+	go func() {
+		o.err = <-waited
+		close(o.done)
+	}()
 	return o, nil
 }
 
@@ -176,10 +168,12 @@ func (o *Operator) Stop(timeout time.Duration) error {
 // Kill sends SIGKILL to the process group, as a crash or an OOM kill would
 // end the operator, and waits until the process is reaped.
 func (o *Operator) Kill() error {
-	// The group is signalled even after the process exited, in case it
-	// left a child behind.
-	if err := signalGroup(o.PID(), syscall.SIGKILL); err != nil {
-		return err
+	// A reaped process's group id is free again and may belong to someone
+	// else by now: only a live process is signalled.
+	if !o.exited() {
+		if err := signalGroup(o.PID(), syscall.SIGKILL); err != nil {
+			return err
+		}
 	}
 	<-o.done
 	return nil
