@@ -41,6 +41,9 @@ type Environment struct {
 
 	env     *envtest.Environment
 	wrapDir string
+	// calls runs functions on the goroutine that started the processes,
+	// which stays locked to its OS thread until they are stopped.
+	calls chan func()
 }
 
 // Start launches the control plane and installs the CRDs from the module's
@@ -67,23 +70,44 @@ func Start() (*Environment, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
-	cfg, err := env.Start()
+	e := &Environment{Scheme: scheme, env: env, wrapDir: wrapDir, calls: make(chan func())}
+	// The parent-death signal fires when the *thread* that forked a
+	// process ends. envtest forks from the calling goroutine, so the
+	// processes are started, and later stopped, from a goroutine locked to
+	// its thread for their whole life: no other goroutine can lock that
+	// thread and retire it early.
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread retires after Stop
+		for call := range e.calls {
+			call()
+		}
+	}()
+	var cfg *rest.Config
+	e.onThread(func() { cfg, err = env.Start() })
 	if err != nil {
+		close(e.calls)
 		_ = os.RemoveAll(wrapDir)
 		return nil, fmt.Errorf("start kube-apiserver and etcd from %s: %w", assets, err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = env.Stop()
-		_ = os.RemoveAll(wrapDir)
-		return nil, err
+	e.Config = cfg
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, errors.Join(err, e.Stop())
 	}
-	return &Environment{Config: cfg, Scheme: scheme, Client: c, env: env, wrapDir: wrapDir}, nil
+	return e, nil
+}
+
+// onThread runs f on the goroutine that owns the processes.
+func (e *Environment) onThread(f func()) {
+	done := make(chan struct{})
+	e.calls <- func() { f(); close(done) }
+	<-done
 }
 
 // Stop stops the API server and etcd and removes their data.
 func (e *Environment) Stop() error {
-	err := e.env.Stop()
+	var err error
+	e.onThread(func() { err = e.env.Stop() })
+	close(e.calls)
 	return errors.Join(err, os.RemoveAll(e.wrapDir))
 }
 
