@@ -326,14 +326,21 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, obj *v1alpha1.Open
 			// with a conflict and its next pass sees the other's claim.
 			intent.SetResourceVersion(observed.Deployment.ResourceVersion)
 		}
-		if _, err := r.resources.Apply(ctx, intent, ssa.ApplyOptions{}); err != nil {
+		entry, err := r.resources.Apply(ctx, intent, ssa.ApplyOptions{})
+		if err != nil {
 			return fmt.Errorf("apply model pointer to Deployment %s/%s: %w", intent.GetNamespace(), intent.GetName(), err)
 		}
-		live := &appsv1.Deployment{}
-		if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.GetNamespace(), Name: intent.GetName()}, live); err != nil {
-			return fmt.Errorf("read Deployment %s/%s after apply: %w", intent.GetNamespace(), intent.GetName(), err)
+		// The next passes judge the rollout by the generation the apply
+		// produced; an unchanged Deployment keeps the one we observed.
+		generation := observed.Deployment.Generation
+		if entry.Action != ssa.UnchangedAction {
+			live := &appsv1.Deployment{}
+			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.GetNamespace(), Name: intent.GetName()}, live); err != nil {
+				return fmt.Errorf("read Deployment %s/%s after apply: %w", intent.GetNamespace(), intent.GetName(), err)
+			}
+			generation = live.Generation
 		}
-		plan.RecordApplied(live.Generation)
+		plan.RecordApplied(generation)
 		for _, d := range plan.Drift {
 			for _, m := range d.Managers {
 				r.ModelMetrics.countDrift(m)
