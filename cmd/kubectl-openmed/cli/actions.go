@@ -197,11 +197,7 @@ func newReleaseCommand(r *root) *cobra.Command {
 		Short: "Release a manual rollback hold (remove openmed.ai/rollback-to)",
 		Args:  exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := r.connect()
-			if err != nil {
-				return err
-			}
-			u, err := t.get(cmd.Context(), args[0])
+			t, u, err := r.connectAndGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -155,6 +155,16 @@ func (r *root) connect() (target, error) {
 	return target{client: dyn.Resource(resource), namespace: ns}, nil
 }
 
+// connectAndGet connects and reads the named OpenMedModel.
+func (r *root) connectAndGet(ctx context.Context, name string) (target, *unstructured.Unstructured, error) {
+	t, err := r.connect()
+	if err != nil {
+		return target{}, nil, err
+	}
+	u, err := t.get(ctx, name)
+	return t, u, err
+}
+
 // get reads one OpenMedModel. A missing object gets a message that names it
 // the way the user typed it.
 func (t target) get(ctx context.Context, name string) (*unstructured.Unstructured, error) {

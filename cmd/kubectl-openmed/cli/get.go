@@ -144,11 +144,7 @@ func newDescribeCommand(r *root) *cobra.Command {
 		Short: "Show an OpenMedModel's health, rollback state, conditions and history",
 		Args:  exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := r.connect()
-			if err != nil {
-				return err
-			}
-			u, err := t.get(cmd.Context(), args[0])
+			_, u, err := r.connectAndGet(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -95,12 +95,8 @@ func newReconcileCommand(r *root) *cobra.Command {
 			"needs Ready=True.",
 		Args: exactlyOneName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			t, err := r.connect()
-			if err != nil {
-				return err
-			}
 			ctx, name := cmd.Context(), args[0]
-			u, err := t.get(ctx, name)
+			t, u, err := r.connectAndGet(ctx, name)
 			if err != nil {
 				return err
 			}
