@@ -184,10 +184,7 @@ func TestDecideTable(t *testing.T) {
 		name: "automatic rollback in progress", row: "rollback in progress",
 		setup: func(c *cluster) {
 			c.readyAt(v1)
-			c.setVersion(v2)
-			c.pass()
-			markFailed(c.dep)
-			c.pass()
+			c.failRollout(v2)
 		},
 		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
 			conds:   []string{degT + "DesiredVersionFailed", progT + "RollbackInProgress", rdyF + "RolledBack", recT + "RolledBack", rbF + "RollbackInProgress"},
@@ -196,10 +193,7 @@ func TestDecideTable(t *testing.T) {
 		name: "automatic rollback succeeded", row: "desired spec failed, held at a retained version",
 		setup: func(c *cluster) {
 			c.readyAt(v1)
-			c.setVersion(v2)
-			c.pass()
-			markFailed(c.dep)
-			c.pass()
+			c.failRollout(v2)
 			markReady(c.dep)
 		},
 		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.FailedStatus,
@@ -209,10 +203,7 @@ func TestDecideTable(t *testing.T) {
 		name: "automatic rollback failed", row: "rollback failed",
 		setup: func(c *cluster) {
 			c.readyAt(v1)
-			c.setVersion(v2)
-			c.pass()
-			markFailed(c.dep)
-			c.pass()
+			c.failRollout(v2)
 			markFailed(c.dep)
 		},
 		want: expect{phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,

@@ -371,6 +371,16 @@ func (c *cluster) readyAt(version string) {
 	}
 }
 
+// failRollout sets version, lets its rollout exceed the deadline and runs
+// the pass that reacts to it (an automatic rollback when one is retained).
+func (c *cluster) failRollout(version string) {
+	c.t.Helper()
+	c.setVersion(version)
+	c.pass()
+	markFailed(c.dep)
+	c.pass()
+}
+
 // pointedVersion is the preload version the Deployment's pods would load.
 func (c *cluster) pointedVersion() string {
 	name := pointedConfigMap(c.dep, v1alpha1.DefaultContainerName)

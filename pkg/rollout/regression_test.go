@@ -261,10 +261,7 @@ func TestB16ObservedGenerationAdvances(t *testing.T) {
 	c.pass()
 	markFailed(c.dep)
 	c.obj.Spec.RolloutStrategy.RollbackOnFailure = ptrTo(false)
-	c.setVersion(v2)
-	c.pass()
-	markFailed(c.dep)
-	c.pass()
+	c.failRollout(v2)
 	c.obj.Generation++
 	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseFailed || p.Status.ObservedGeneration != c.obj.Generation {
 		t.Fatalf("Failed: %s observedGeneration %d", p.Status.Phase, p.Status.ObservedGeneration)
@@ -347,10 +344,7 @@ func TestB30CorruptStatusIsNotInvalidSpec(t *testing.T) {
 func TestResetAtRetriesFailedSpec(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
-	c.setVersion(v2)
-	c.pass()
-	markFailed(c.dep)
-	c.pass()
+	c.failRollout(v2)
 	markReady(c.dep)
 	c.pass()
 	c.annotate(v1alpha1.ResetRequestAnnotation, "2026-08-18T13:00:00Z")
@@ -422,10 +416,7 @@ func TestReferenceStatusFormatMigrates(t *testing.T) {
 func TestRollbackHoldCorrectsDrift(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
-	c.setVersion(v2)
-	c.pass()
-	markFailed(c.dep)
-	c.pass()
+	c.failRollout(v2)
 	markReady(c.dep)
 	c.pass()
 	removeEnv(findContainer(c.dep, "openmed-service"))

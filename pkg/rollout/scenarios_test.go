@@ -100,10 +100,7 @@ func TestScenarioFailedVersionRollsBack(t *testing.T) {
 func TestScenarioFailedRollbackIsTerminal(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
-	c.setVersion(v2)
-	c.pass()
-	markFailed(c.dep)
-	c.pass()
+	c.failRollout(v2)
 	markFailed(c.dep)
 	plan := c.pass()
 	if plan.Status.Phase != v1alpha1.PhaseFailed || !conditionIs(&plan.Status, v1alpha1.RolledBackCondition, metav1.ConditionFalse, v1alpha1.RollbackFailedReason) {
@@ -219,10 +216,7 @@ func findCondition(st v1alpha1.OpenMedModelStatus, typ string) *metav1.Condition
 func TestRevertToServedVersionIsReadyAtOnce(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
-	c.setVersion(v2)
-	c.pass()
-	markFailed(c.dep)
-	c.pass() // automatic rollback to v1
+	c.failRollout(v2)
 	markReady(c.dep)
 	if plan := c.pass(); plan.Status.Phase != v1alpha1.PhaseRolledBack {
 		t.Fatalf("rollback not held: %s", plan.Status.Phase)
