@@ -145,7 +145,7 @@ e2e: clusterbin ## Run only the end-to-end tests (local control plane, operator 
 .PHONY: fuzz
 fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s).
 	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateJSON -fuzztime $(or $(FUZZTIME),60s)
-	go test ./pkg/rollout -run '^$$' -fuzz FuzzDecide -fuzztime $(or $(FUZZTIME),60s)
+	go test ./pkg/rollout -run '^$$' -fuzz FuzzDecideSequences -fuzztime $(or $(FUZZTIME),60s)
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.

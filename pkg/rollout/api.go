@@ -19,7 +19,9 @@ import (
 // Observed is what the reconciler read from the cluster for one pass.
 type Observed struct {
 	// Deployment is the target Deployment as read (with managedFields), or nil
-	// when it does not exist.
+	// when it does not exist. Only the fields the operator owns or judges a
+	// rollout by are read, so a cache may hold a pruned copy (see
+	// controllers.CacheOptions).
 	Deployment *appsv1.Deployment
 
 	// PreviousTarget is the Deployment named by status.targetName when that
@@ -28,26 +30,83 @@ type Observed struct {
 	// plan releases it.
 	PreviousTarget *appsv1.Deployment
 
-	// ConfigMaps are the manifest ConfigMaps in the resource's namespace that
-	// carry the owner key annotation of this resource or a controller
-	// ownerReference to it, plus any object occupying a name the plan needs.
+	// ConfigMaps are the manifest ConfigMaps that carry a controller
+	// ownerReference to this resource.
 	ConfigMaps []corev1.ConfigMap
 
 	// Now is the time of the pass; the core never reads a clock.
 	Now metav1.Time
+
+	// Failure, when set, says a step of this pass failed after Decide
+	// planned it. Decide then plans no change and returns the status that
+	// reports the failure: the reconciler calls it a second time with the
+	// failure as an input instead of editing the planned status.
+	Failure *Failure
+}
+
+// Step names a step of a pass that can fail.
+type Step string
+
+// The steps, in the order a pass makes them.
+const (
+	StepManifest Step = "Manifest"
+	StepApply    Step = "Apply"
+	StepRelease  Step = "Release"
+	StepPrune    Step = "Prune"
+	// StepInternal is a failure of the operator itself (a recovered panic).
+	StepInternal Step = "Internal"
+)
+
+// FailureKind classifies a failed step.
+type FailureKind string
+
+// The kinds of failure.
+const (
+	// Transient failures (timeouts, 429, 5xx, a reset connection) clear by
+	// themselves; the pass is retried with a short backoff.
+	Transient FailureKind = "Transient"
+	// Rejected requests (forbidden, invalid, denied by an admission
+	// webhook) need a person to act; they are retried too, so the resource
+	// recovers once the cause is fixed.
+	Rejected FailureKind = "Rejected"
+	// NameTaken: a manifest ConfigMap name is used by an object this
+	// resource does not own.
+	NameTaken FailureKind = "NameTaken"
+)
+
+// Failure is a failed step of a pass.
+type Failure struct {
+	// Step is the step that failed.
+	Step Step
+	// Kind classifies the failure.
+	Kind FailureKind
 }
 
 // Plan is the outcome of one pass: the status to write and the changes to
-// make, in order: ConfigMaps first, then the Deployment, then pruning.
+// make, in order: ConfigMaps first, then the Deployment, then releases and
+// pruning.
 type Plan struct {
 	// Status is the complete new status. The reconciler writes it once, at
-	// the end of the pass.
+	// the end of the pass, in one request guarded by the resourceVersion it
+	// read.
 	Status v1alpha1.OpenMedModelStatus
 
 	// EnsureConfigMaps are immutable manifest ConfigMaps that must exist
 	// before the Deployment points at them. Each is complete (name,
 	// namespace, labels, annotations, owner reference, data, immutable).
 	EnsureConfigMaps []*corev1.ConfigMap
+
+	// ReleaseReplicas asks the reconciler to drop spec.replicas from the
+	// operator's managedFields entry on the target before ApplyDeployment,
+	// leaving the live value in place: the spec stopped managing replicas,
+	// and an apply without the field would otherwise reset it to 1.
+	ReleaseReplicas bool
+
+	// Takeover, when set, is applied right before ApplyDeployment: the same
+	// intent with the live value of a field another manager owns, so the
+	// operator owns it and ApplyDeployment can remove it (a rollingUpdate
+	// block under Recreate).
+	Takeover *unstructured.Unstructured
 
 	// ApplyDeployment, when set, is the partial Deployment to server-side
 	// apply with the operator's field manager: exactly the fields the
@@ -72,9 +131,14 @@ type Plan struct {
 	// needed (neither active nor retained).
 	PruneConfigMaps []string
 
-	// Drift lists the owned Deployment fields another field manager changed;
-	// ApplyDeployment corrects them in the same pass.
+	// Drift lists the owned Deployment fields another field manager changed,
+	// and the foreign values ApplyDeployment replaces; ApplyDeployment
+	// corrects them in the same pass.
 	Drift []Drift
+
+	// Conflicts are the fields that became ownership conflicts in this pass
+	// (see status.corrections), one per field and manager.
+	Conflicts []v1alpha1.FieldCorrection
 
 	// Events are recorded after the status is written; the core emits them
 	// on transitions only, never on every pass.
@@ -83,13 +147,21 @@ type Plan struct {
 	// RemoveFinalizer is true when deletion has finished its work.
 	RemoveFinalizer bool
 
-	// RequeueAfter asks for another pass after a delay while a rollout is in
-	// flight; zero means wait for the next watch event.
-	RequeueAfter time.Duration
+	// Requeue asks for another pass as soon as this one's status is
+	// written: the pass recorded a decision (a rollback) that the next pass
+	// acts on, so the decision is durable before the act.
+	Requeue bool
 
-	// recordGeneration is true when ApplyDeployment changes the pod
-	// template; see RecordApplied.
-	recordGeneration bool
+	// RequeueAfter asks for another pass after a delay while a rollout or
+	// rollback is in flight; zero means wait for the next watch event.
+	RequeueAfter time.Duration
+}
+
+// HasChanges reports whether the plan writes anything to the cluster
+// besides the status.
+func (p *Plan) HasChanges() bool {
+	return len(p.EnsureConfigMaps) > 0 || p.ReleaseReplicas || p.Takeover != nil || p.ApplyDeployment != nil ||
+		p.Release != nil || p.ReleasePrevious != nil || len(p.PruneConfigMaps) > 0
 }
 
 // Release describes how to give the target Deployment back at deletion
@@ -107,14 +179,19 @@ type Release struct {
 }
 
 // Drift is one owned field of the target that no longer has the operator's
-// value.
+// value, or a foreign value the operator's apply replaces.
 type Drift struct {
 	// Field is the field path, e.g. "spec.replicas" or
 	// `spec.template.spec.containers[name="openmed-service"].env[name="OPENMED_SERVICE_PRELOAD_MODELS"]`.
 	Field string
-	// Managers are the field managers (from managedFields) that own the field
-	// now or touched its parent; empty when no manager can be named.
+	// Managers are the field managers (from managedFields) that set the
+	// field's value now; empty when no manager is on record.
 	Managers []string
+	// Removed is true when the field is gone from the live object.
+	Removed bool
+	// Replaced is true for a foreign value the operator replaces because it
+	// would make the apply invalid.
+	Replaced bool
 }
 
 // Event is a Kubernetes event to record on the OpenMedModel.
@@ -123,6 +200,7 @@ type Event struct {
 	Type string
 	// Reason is one of the v1alpha1 reason constants.
 	Reason string
-	// Message is fixed lifecycle text; it never holds user data.
+	// Message is fixed lifecycle text with coordinates (versions, field
+	// paths, field manager names) only; it never holds user data.
 	Message string
 }

@@ -50,8 +50,21 @@ const (
 	MsgDeploymentUnavailable  = "Target Deployment is not available; the model did not change."
 	MsgNoModelRollout         = "No model rollout is in progress."
 	MsgWaitingForAvailability = "Waiting for the target Deployment to become available again."
-	MsgSuspended              = "Reconciliation is suspended."
+	MsgSuspended              = "Reconciliation is suspended; the latest spec is not applied until it resumes."
 	MsgFailedSpecHeld         = "The desired spec failed; change the spec or request a reset to try again."
+	MsgDeploymentRolling      = "Target Deployment is rolling out a change the model did not make."
+	MsgTargetPaused           = "Target Deployment is paused; the rollout continues when it is resumed."
+	MsgRetryStarted           = "The failed desired spec is being tried again."
+	MsgWaitingForController   = "Waiting for the Deployment controller to observe the target's latest generation."
+
+	// Messages of a failed step; the reason names the step. They never copy
+	// the API server's answer.
+	MsgManifestFailed = "Creating the manifest ConfigMap failed; retrying."
+	MsgApplyFailed    = "Applying the model pointer to the target Deployment failed; retrying."
+	MsgApplyRejected  = "The API server rejected the model pointer for the target Deployment (forbidden, invalid or denied by an admission webhook); retrying until the cause is fixed."
+	MsgReleaseFailed  = "Releasing the target Deployment failed; retrying."
+	MsgPruneFailed    = "Deleting superseded manifest ConfigMaps failed; retrying."
+	MsgInternalError  = "The operator failed unexpectedly during this pass; retrying."
 
 	EventMsgTargetNotFound      = "Target Deployment was not found; reconciliation will retry."
 	EventMsgContainerNotFound   = "Target Deployment does not contain the configured container."
@@ -67,6 +80,8 @@ const (
 	EventMsgModelRemoved        = "Model manifest pointer was removed from the target Deployment."
 	EventMsgRemovalSkipped      = "Resources owned by another controller were left unchanged."
 	EventMsgDriftCorrected      = "Restored Deployment fields the operator owns"
+	EventMsgFieldReplaced       = "Replaced Deployment values that made the model pointer invalid"
+	EventMsgOwnershipConflict   = "Another field manager keeps reverting a Deployment field the operator owns"
 )
 
 // cond is one condition value without its bookkeeping fields.
@@ -184,6 +199,24 @@ var (
 		progressing: f(v1alpha1.RollbackCompleteReason, MsgRollbackComplete),
 		degraded:    t(v1alpha1.ManualRollbackReason, MsgHeldAtRetained),
 		rolledBack:  t(v1alpha1.RollbackSucceededReason, MsgRetainedRestored),
+	}
+	deploymentRollingTuple = tuple{
+		ready:       f(v1alpha1.DeploymentRollingReason, MsgDeploymentRolling),
+		progressing: t(v1alpha1.DeploymentRollingReason, MsgDeploymentRolling),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	targetPausedTuple = tuple{
+		ready:       f(v1alpha1.TargetPausedReason, MsgTargetPaused),
+		progressing: f(v1alpha1.TargetPausedReason, MsgTargetPaused),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	waitingTuple = tuple{
+		ready:       f(v1alpha1.RolloutInProgressReason, MsgWaitingForController),
+		progressing: t(v1alpha1.DeploymentProgressingReason, MsgWaitingForController),
+		degraded:    healthy,
+		rolledBack:  notRequested,
 	}
 	deploymentUnavailableTuple = tuple{
 		ready:       f(v1alpha1.DeploymentUnavailableReason, MsgDeploymentUnavailable),

@@ -15,7 +15,8 @@ import (
 )
 
 // DefaultRequeueInterval is how often a pass is repeated while a rollout or
-// rollback is in flight.
+// rollback is in flight. Watches on the Deployment wake the resource on every
+// change; the timer only guards against a missed event.
 const DefaultRequeueInterval = 15 * time.Second
 
 // Request prefixes of status.rollbackRequest.
@@ -44,32 +45,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// RecordApplied stores the target Deployment's metadata.generation returned
-// by applying p.ApplyDeployment when that apply changed the pod template,
-// that is, started a rollout: the next passes judge readiness and failure by
-// the Deployment status of that generation or later, never an older one.
-// Decide predicts the value (the observed generation plus one); the
-// reconciler replaces the prediction with the server's answer. It does
-// nothing for a plan whose apply starts no rollout, or without an apply.
-func (p *Plan) RecordApplied(generation int64) {
-	if p.ApplyDeployment != nil && p.recordGeneration {
-		p.Status.TargetDeploymentGeneration = generation
-	}
-}
-
 // Decide is the whole rollout state machine: from the resource (spec,
 // annotations, status, deletion state) and the cluster state observed for
 // one pass it returns the new status and the changes to make. It reads no
 // clock, calls no API and does not modify obj or observed, so the same
 // inputs always give the same plan.
 //
-// A pass, in order: deletion releases the target; a suspended resource is
-// left alone; an invalid spec stalls; the target is resolved (missing
-// Deployment, missing container, another owner: each re-evaluated on every
-// pass); a manual rollback request is served; a failed desired spec stays
-// held; otherwise the desired spec is applied, observed, and either reaches
-// Ready, is rolled back, or is reported unavailable. When nothing needs to
-// change the plan holds no change and its Status equals obj.Status.
+// A pass, in order: a failed step is reported; deletion releases the target;
+// a suspended resource is left alone; an invalid spec stalls; the target is
+// resolved (missing Deployment, missing container, another owner: each
+// re-evaluated on every pass); a manual rollback request is served; a failed
+// desired spec stays held; otherwise the desired spec is applied, observed,
+// and either reaches Ready, is rolled back, or is reported unavailable. When
+// nothing needs to change the plan holds no change and its Status equals
+// obj.Status.
 func Decide(obj *v1alpha1.OpenMedModel, observed Observed, opts Options) Plan {
 	d := &decider{
 		obj:   obj,
@@ -82,6 +71,8 @@ func Decide(obj *v1alpha1.OpenMedModel, observed Observed, opts Options) Plan {
 		owner: OwnerKey(obj),
 	}
 	switch {
+	case observed.Failure != nil:
+		d.failed(*observed.Failure)
 	case obj.DeletionTimestamp != nil:
 		d.finalize()
 	case obj.Spec.Suspend:
@@ -89,7 +80,7 @@ func Decide(obj *v1alpha1.OpenMedModel, observed Observed, opts Options) Plan {
 	default:
 		d.reconcile()
 	}
-	d.plan.Status = *d.st
+	d.finish()
 	return d.plan
 }
 
@@ -128,9 +119,32 @@ func (d *decider) eventOnChange(eventType, reason, message, readyReason string) 
 
 func (d *decider) conditions(tp tuple, ks kstatus) {
 	setConditions(d.st, tp, ks, d.gen, d.now)
-	if ks == reconciling {
-		d.plan.RequeueAfter = d.opts.RequeueInterval
+}
+
+// inFlight asks for a timed pass while a rollout or rollback runs.
+func (d *decider) inFlight() {
+	d.requeueWithin(d.opts.RequeueInterval)
+}
+
+func (d *decider) requeueWithin(after time.Duration) {
+	if after > 0 && (d.plan.RequeueAfter == 0 || after < d.plan.RequeueAfter) {
+		d.plan.RequeueAfter = after
 	}
+}
+
+// finish makes the status consistent with itself: when the pass evaluated
+// the current generation, every condition it owns says so, including the
+// ones whose value did not change (a generation bump with the same spec
+// hash, B16).
+func (d *decider) finish() {
+	if d.st.ObservedGeneration == d.gen && d.gen > 0 {
+		for i := range d.st.Conditions {
+			if ownedCondition(d.st.Conditions[i].Type) {
+				d.st.Conditions[i].ObservedGeneration = d.gen
+			}
+		}
+	}
+	d.plan.Status = *d.st
 }
 
 // reconcile is a pass over a live, unsuspended resource.
@@ -155,26 +169,44 @@ func (d *decider) reconcile() {
 	}
 	d.history = truncateHistory(retainedHistory(d.st, d.now), d.limit)
 	setHistory(d.st, d.history)
+	d.expireCorrections()
 
-	// A new resetAt value lifts the failed-spec block once (helm-controller's
-	// convention): the desired spec is tried again.
-	if v := d.obj.Annotations[v1alpha1.ResetRequestAnnotation]; v != "" && v != d.old.LastHandledResetAt {
-		d.st.LastHandledResetAt = v
-		d.st.FailedSpecHash = ""
-	}
-
+	retry := d.reset()
 	if !d.resolveTarget() {
 		return
 	}
 	if v := strings.TrimSpace(d.obj.Annotations[v1alpha1.RollbackToAnnotation]); v != "" {
 		d.manualRollback(v)
+		d.overlayConflicts()
 		return
 	}
 	if d.st.FailedSpecHash == d.hash {
 		d.heldAfterFailure()
+		d.overlayConflicts()
 		return
 	}
-	d.rollout()
+	d.rollout(retry)
+	d.overlayConflicts()
+}
+
+// reset handles a new reconcile.fluxcd.io/resetAt value (helm-controller's
+// convention): it lifts the failed-spec block and the ownership-conflict
+// record, so the desired spec is tried again. It reports whether a failed
+// spec is being retried.
+func (d *decider) reset() bool {
+	v := d.obj.Annotations[v1alpha1.ResetRequestAnnotation]
+	if v == "" || v == d.old.LastHandledResetAt {
+		return false
+	}
+	d.st.LastHandledResetAt = v
+	d.st.Corrections = nil
+	if d.st.FailedSpecHash == "" {
+		return false
+	}
+	d.st.FailedSpecHash = ""
+	d.st.RollbackSpec = nil
+	d.st.RollbackRequest = ""
+	return true
 }
 
 // resolveTarget checks the recoverable blockers of the target and plans the
@@ -206,7 +238,8 @@ func (d *decider) resolveTarget() bool {
 }
 
 // blocked reports a blocker. It changes no rollout bookkeeping, so the pass
-// after the cause goes away continues where the resource was (B2).
+// after the cause goes away continues where the resource was (B2). Watches
+// on the target wake the resource when the cause goes away; no timer runs.
 func (d *decider) blocked(tp tuple, phase v1alpha1.Phase, ks kstatus, reason, message string) {
 	d.st.Phase = phase
 	d.conditions(tp, ks)
@@ -223,14 +256,14 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 
 // pointerFor is the operator's intent for spec on the desired target.
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
-	hash := ManifestHash(spec)
-	return pointer{spec: spec, owner: d.owner, cmName: ManifestConfigMapName(spec.ManifestConfigMapName, hash), manifestHash: hash}
+	return newPointer(spec, d.owner)
 }
 
 // ensureManifest plans the ConfigMap of spec when it does not exist. It
-// reports false, with a ManifestConflict blocker, when the name is taken by
-// an object the resource does not own, or by an owned one with other
-// content (immutable, so it is deleted and recreated on the next pass).
+// reports whether it planned one, and false for ok when an owned ConfigMap
+// of that name holds other content (immutable, so it is deleted and created
+// again on the next pass). A name taken by an object the resource does not
+// own is learnt when the create fails (Failure NameTaken).
 func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool) {
 	want := ManifestConfigMap(d.obj, spec)
 	for i := range d.obs.ConfigMaps {
@@ -241,10 +274,9 @@ func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool
 		if configMapMatches(cm, want, d.obj) {
 			return false, true
 		}
-		if ownedBy(cm, d.obj) {
-			d.plan.PruneConfigMaps = append(d.plan.PruneConfigMaps, cm.Name)
-		}
+		d.plan.PruneConfigMaps = append(d.plan.PruneConfigMaps, cm.Name)
 		d.blocked(manifestConflictTuple, v1alpha1.PhasePending, reconciling, "", "")
+		d.plan.Requeue = true
 		return false, false
 	}
 	d.plan.EnsureConfigMaps = append(d.plan.EnsureConfigMaps, want)
@@ -259,112 +291,241 @@ func (d *decider) apply(spec v1alpha1.NormalizedSpec) bool {
 	}
 	dep := d.obs.Deployment
 	p := d.pointerFor(spec)
-	d.plan.ApplyDeployment = DeploymentIntent(spec, d.owner, p.cmName, p.manifestHash)
+	d.plan.ReleaseReplicas = releasesReplicas(dep, spec.Replicas, d.opts.FieldManager)
+	if p.takeoverStrategy(dep) {
+		d.plan.Takeover = p.intent(map[string]any{"spec.strategy": takeoverStrategy(dep.Spec.Strategy)})
+	}
+	d.plan.ApplyDeployment = p.intent(nil)
 	d.plan.Claim = dep.Annotations[v1alpha1.ModelResourceAnnotation] == ""
+	if replaced := p.foreignValues(dep, d.opts.FieldManager); len(replaced) > 0 {
+		d.plan.Drift = append(d.plan.Drift, replaced...)
+		d.correctionEvent(v1alpha1.FieldReplacedReason, EventMsgFieldReplaced, replaced)
+	}
 	d.st.AppliedSpecHash = SpecHash(spec)
 	d.st.ManifestConfigMapName = p.cmName
 	d.st.TargetName = spec.TargetRef.Name
-	// A new pod template starts a rollout (a new ReplicaSet): from then on
-	// only a Deployment status of that generation or later counts. Changes
-	// to replicas, strategy or deadline alone start none, and keep the
-	// generation a settled resource is judged by, so correcting them never
-	// flips Ready while the Deployment controller catches up.
+	// Informational: the generation a template change produces. Readiness
+	// is judged by the Deployment itself (ControllerObserved), never by this.
 	if p.templateChanged(dep) {
 		d.st.TargetDeploymentGeneration = dep.Generation + 1
-		d.plan.recordGeneration = true
 	}
 	return true
 }
 
-// rollout drives the desired spec: apply it when it changed or the target
-// does not carry it, then watch the Deployment until it is Ready, fails or
-// loses availability.
-func (d *decider) rollout() {
+// proven reports whether the desired model version already served from
+// this target: then a rollout or failure of the Deployment is not the
+// model's (B5, B12), and a replicas-only spec change is no rollout.
+func (d *decider) proven() bool {
+	if len(d.history) == 0 {
+		return false
+	}
+	h := d.history[0]
+	return h.ManifestHash == d.st.ManifestHash && h.Spec.TargetRef == d.desired.TargetRef
+}
+
+// rollout drives the desired spec: apply it when the target does not carry
+// it, then judge the Deployment until it is Ready, fails or loses
+// availability. retry is true for the pass that handles a reset of a failed
+// spec.
+func (d *decider) rollout(retry bool) {
 	dep := d.obs.Deployment
 	p := d.pointerFor(d.desired)
-	matches := p.matches(dep)
-	changed := d.old.DesiredSpecHash != d.hash
-	active := d.old.Phase == v1alpha1.PhaseRollingOut || d.old.Phase == v1alpha1.PhaseReady
-	g := d.old.TargetDeploymentGeneration
-	// The desired spec already served from this target: a failure now is
-	// the Deployment's, not the model's (B5, B12).
-	proven := len(d.history) > 0 && d.history[0].SpecHash == d.hash
-
+	proven := d.proven()
+	if !p.matches(dep) {
+		d.applyDesired(p, proven, retry)
+		return
+	}
+	// The spec stopped setting replicas: give them up at their live value
+	// (the pointer already matches, so no apply follows).
+	d.plan.ReleaseReplicas = releasesReplicas(dep, d.desired.Replicas, d.opts.FieldManager)
+	if retry {
+		// The failed pointer is still in place (nothing was retained to
+		// roll back to): the retry is judged by what the Deployment reports
+		// from now on, within the spec's progress deadline.
+		d.start(v1alpha1.RetryRequestedReason, false)
+		return
+	}
+	ours := !proven || d.old.Phase == v1alpha1.PhaseRollingOut
 	switch {
-	case changed && matches && DeploymentReady(dep, desiredReplicas(d.desired.Replicas, dep), g):
-		// The new desired spec is the one the target already serves (a
-		// revert to the version a rollback restored): there is nothing to
-		// roll, and no Deployment event would ever come to say so.
-		d.ready()
-	case changed:
-		d.start(v1alpha1.SpecChangedReason, nil)
-	case !matches && !active:
-		d.start(v1alpha1.InitialRolloutReason, nil)
-	case DeploymentFailed(dep, g) && proven:
-		d.unavailable(stalled)
-	case DeploymentFailed(dep, g):
+	case !ControllerObserved(dep):
+		d.awaitController(ours)
+	case !ours:
+		d.serving(dep)
+	case d.failedNow(dep):
 		d.rolloutFailed()
-	case !matches:
-		d.correctDrift(p)
-	case DeploymentReady(dep, desiredReplicas(d.desired.Replicas, dep), g):
-		d.ready()
-	case proven && d.old.Phase != v1alpha1.PhaseRollingOut:
-		d.unavailable(reconciling)
-	default:
+	case proven && DeploymentFailed(dep):
+		d.unavailable(stalled)
+	case RolloutComplete(dep):
+		d.ready(!proven)
+	case dep.Spec.Paused:
 		d.st.Phase = v1alpha1.PhaseRollingOut
-		d.st.AppliedSpecHash = d.hash
-		d.conditions(rollingTuple, reconciling)
+		d.conditions(targetPausedTuple, reconciling)
+	default:
+		d.rolling()
 	}
 }
 
-// start applies the desired spec and reports the rollout started.
-func (d *decider) start(reason string, drift []Drift) {
-	if !d.apply(d.desired) {
+// failedNow reports whether the model's own rollout failed: the
+// Deployment gave up on it, or, for a retry of a pointer that was already
+// in place, it gave up after the retry started or the deadline passed.
+func (d *decider) failedNow(dep *appsv1.Deployment) bool {
+	if d.proven() {
+		return false
+	}
+	since := d.st.RetryStartedAt
+	if since == nil {
+		return DeploymentFailed(dep)
+	}
+	deadline := time.Duration(d.desired.RolloutStrategy.ProgressDeadlineSeconds) * time.Second
+	if failedSince(dep, *since) || !d.now.Before(&metav1.Time{Time: since.Add(deadline)}) {
+		return !RolloutComplete(dep)
+	}
+	if !RolloutComplete(dep) {
+		d.requeueWithin(since.Add(deadline).Sub(d.now.Time) + time.Second)
+	}
+	return false
+}
+
+// applyDesired writes the desired pointer to a target that does not carry
+// it: a new spec, the first rollout, a retry, or the correction of another
+// manager's change (drift).
+func (d *decider) applyDesired(p pointer, proven, retry bool) {
+	dep := d.obs.Deployment
+	changed := d.old.DesiredSpecHash != d.hash
+	wasApplied := d.old.AppliedSpecHash == d.hash &&
+		(d.old.Phase == v1alpha1.PhaseRollingOut || d.old.Phase == v1alpha1.PhaseReady)
+	var drift []Drift
+	if wasApplied && !changed {
+		drift = p.drift(dep, d.opts.FieldManager)
+	}
+	rolls := p.templateChanged(dep)
+	if !rolls {
+		// Replicas, strategy, deadline or the owner annotation only: no pod
+		// rolls, so there is no rollout to watch, and a Ready resource stays
+		// Ready.
+		if !d.apply(d.desired) {
+			return
+		}
+		d.recordDrift(drift)
+		if proven && d.old.Phase == v1alpha1.PhaseReady {
+			d.serving(dep)
+			return
+		}
+		d.rolling()
 		return
+	}
+	switch {
+	case retry:
+		d.start(v1alpha1.RetryRequestedReason, true)
+	case len(drift) > 0:
+		if d.start(v1alpha1.DriftCorrectedReason, true) {
+			d.recordDrift(drift)
+		}
+	case changed:
+		d.start(v1alpha1.SpecChangedReason, true)
+	default:
+		d.start(v1alpha1.InitialRolloutReason, true)
+	}
+}
+
+// start reports the rollout of the desired spec started and, with apply,
+// plans the writes that start it. Without apply (a retry of a pointer that
+// is already in place) the retry's start time is recorded instead.
+func (d *decider) start(reason string, apply bool) bool {
+	if apply && !d.apply(d.desired) {
+		return false
 	}
 	d.st.Phase = v1alpha1.PhaseRollingOut
 	d.st.FailedSpecHash = ""
 	d.st.RollbackSpec = nil
 	d.st.RollbackRequest = ""
+	d.st.RetryStartedAt = nil
+	if !apply {
+		now := d.now
+		d.st.RetryStartedAt = &now
+	}
 	d.conditions(startTuple(reason), reconciling)
-	if reason == v1alpha1.DriftCorrectedReason {
-		d.driftEvent(drift)
-		return
+	d.inFlight()
+	if reason != v1alpha1.DriftCorrectedReason {
+		d.event(corev1.EventTypeNormal, v1alpha1.RolloutStartedReason, EventMsgRolloutStarted)
 	}
-	d.event(corev1.EventTypeNormal, v1alpha1.RolloutStartedReason, EventMsgRolloutStarted)
+	return true
 }
 
-// correctDrift re-applies the desired spec after another field manager
-// changed fields the operator owns. A change that rolls the pods is a new
-// rollout; one that does not (replicas, strategy, deadline, the Deployment
-// annotation) is corrected without leaving Ready.
-func (d *decider) correctDrift(p pointer) {
-	dep := d.obs.Deployment
-	drift := DetectDrift(dep, d.desired, p.owner, p.cmName, p.manifestHash, d.opts.FieldManager)
-	d.plan.Drift = drift
-	if p.templateChanged(dep) || d.old.Phase != v1alpha1.PhaseReady {
-		d.start(v1alpha1.DriftCorrectedReason, drift)
+// recordDrift reports the drift a pass corrects: the DriftCorrected event,
+// the plan's Drift list (the reconciler counts it) and status.corrections.
+func (d *decider) recordDrift(drift []Drift) {
+	if len(drift) == 0 {
 		return
 	}
-	if d.apply(d.desired) {
-		d.driftEvent(drift)
-	}
+	d.plan.Drift = append(d.plan.Drift, drift...)
+	d.correctionEvent(v1alpha1.DriftCorrectedReason, EventMsgDriftCorrected, drift)
 }
 
-func (d *decider) driftEvent(drift []Drift) {
+// correctionEvent emits reason for a correction and counts it in
+// status.corrections.
+func (d *decider) correctionEvent(reason, message string, drift []Drift) {
 	parts := make([]string, len(drift))
 	for i, x := range drift {
 		parts[i] = x.String()
+		d.countCorrection(x)
 	}
-	msg := EventMsgDriftCorrected + "."
-	if len(parts) > 0 {
-		msg = EventMsgDriftCorrected + ": " + strings.Join(parts, "; ") + "."
-	}
-	d.event(corev1.EventTypeNormal, v1alpha1.DriftCorrectedReason, msg)
+	d.event(corev1.EventTypeNormal, reason, message+": "+strings.Join(parts, "; ")+".")
 }
 
-// ready reports the desired spec serving and retains it.
-func (d *decider) ready() {
+// awaitController is a pass before the Deployment controller saw the
+// target's latest spec: its status still describes an older one, so
+// nothing changes until the controller answers (in milliseconds; its
+// status update wakes the resource).
+func (d *decider) awaitController(ours bool) {
+	if ours {
+		d.rolling()
+		return
+	}
+	if conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
+		// A settled resource keeps its status while an HPA or another
+		// manager changes the Deployment.
+		return
+	}
+	d.st.Phase = v1alpha1.PhaseReady
+	d.conditions(waitingTuple, reconciling)
+	d.inFlight()
+}
+
+// rolling reports the model's rollout under way. A status that already
+// says so is kept as it is: every pass during a rollout would otherwise
+// write one.
+func (d *decider) rolling() {
+	d.inFlight()
+	if d.old.Phase == v1alpha1.PhaseRollingOut && conditionIs(d.old, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, "") {
+		return
+	}
+	d.st.Phase = v1alpha1.PhaseRollingOut
+	d.st.AppliedSpecHash = d.hash
+	d.conditions(rollingTuple, reconciling)
+}
+
+// serving judges a target that serves the desired version already: another
+// manager's rollout (an image upgrade) is not the model's, and a failure is
+// reported, never rolled back.
+func (d *decider) serving(dep *appsv1.Deployment) {
+	switch {
+	case DeploymentFailed(dep):
+		d.unavailable(stalled)
+	case !deploymentAvailable(dep):
+		d.unavailable(reconciling)
+	case oldPodsRemain(dep):
+		d.st.Phase = v1alpha1.PhaseReady
+		d.conditions(deploymentRollingTuple, reconciling)
+	default:
+		d.ready(false)
+	}
+}
+
+// ready reports the desired spec serving and retains it. rolledOut is true
+// when the model's own rollout just completed: only then is it announced
+// (RolloutSucceeded) and counted.
+func (d *decider) ready(rolledOut bool) {
 	created, ok := d.ensureManifest(d.desired)
 	if !ok {
 		return
@@ -372,8 +533,9 @@ func (d *decider) ready() {
 	if created {
 		// The ConfigMap the pods read was deleted; recreating it under the
 		// same content-addressed name needs no rollout.
-		d.driftEvent([]Drift{{Field: "configmap " + d.pointerFor(d.desired).cmName}})
+		d.recordDrift([]Drift{{Field: "configmap " + d.pointerFor(d.desired).cmName, Removed: true}})
 	}
+	announce := rolledOut || (d.old.Phase != v1alpha1.PhaseReady && d.old.Phase != v1alpha1.PhaseRollingOut)
 	d.st.Phase = v1alpha1.PhaseReady
 	d.st.ActiveVersion = d.desired.Version
 	d.st.AppliedSpecHash = d.hash
@@ -383,9 +545,10 @@ func (d *decider) ready() {
 	d.st.RollbackSpec = nil
 	d.st.RollbackRequest = ""
 	d.st.RollbackCount = 0
+	d.st.RetryStartedAt = nil
 	d.history = pushHistory(d.history, d.desired, d.now, d.limit)
 	setHistory(d.st, d.history)
-	if !conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
+	if announce && !conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
 		d.event(corev1.EventTypeNormal, v1alpha1.RolloutSucceededReason, EventMsgRolloutSucceeded)
 	}
 	d.conditions(readyTuple, settled)
@@ -404,32 +567,35 @@ func (d *decider) unavailable(ks kstatus) {
 // rolloutFailed handles a failed rollout of a new desired spec: roll back to
 // the newest retained spec when allowed, else fail. The failed spec is held
 // until the spec changes or a reset is requested.
+//
+// A rollback is only recorded here, not applied: the status that says the
+// spec failed must be durable before the pointer moves, or a lost status
+// write would let the next pass apply the failed spec again. The next pass
+// reads the record and applies the rollback (monitor).
 func (d *decider) rolloutFailed() {
 	d.event(corev1.EventTypeWarning, v1alpha1.RolloutFailedReason, EventMsgRolloutFailed)
+	d.st.RetryStartedAt = nil
+	d.st.FailedSpecHash = d.hash
 	if d.desired.RolloutStrategy.RollbackOnFailure && len(d.history) > 0 {
 		r := onTarget(d.history[0].Spec, d.desired)
-		if !d.apply(r) {
-			return
-		}
 		d.st.Phase = v1alpha1.PhaseRolledBack
 		d.st.ActiveVersion = r.Version
-		d.st.FailedSpecHash = d.hash
 		d.st.RollbackSpec = r.DeepCopy()
 		d.st.RollbackRequest = AutomaticRollbackPrefix + r.Version
 		d.st.RollbackCount++
 		d.conditions(autoRollbackTuple, reconciling)
 		d.event(corev1.EventTypeNormal, v1alpha1.RollbackStartedReason, EventMsgAutoRollbackStarted)
+		d.plan.Requeue = true
 		return
 	}
 	d.st.Phase = v1alpha1.PhaseFailed
-	d.st.FailedSpecHash = d.hash
 	d.conditions(failedTuple, stalled)
 	d.prune()
 }
 
 // heldAfterFailure is a pass over a desired spec that failed: the rollback
-// that holds it is watched, or the failure is reported again. Nothing
-// re-applies the failed spec.
+// that holds it is applied or watched, or the failure is reported again.
+// Nothing re-applies the failed spec.
 func (d *decider) heldAfterFailure() {
 	if d.st.RollbackSpec != nil {
 		d.monitor(*d.st.RollbackSpec, false)
@@ -440,46 +606,52 @@ func (d *decider) heldAfterFailure() {
 	d.prune()
 }
 
-// monitor watches a rollback to r without applying it again, except to
-// correct drift of the fields the operator owns.
-func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) {
+// monitor applies a rollback to r when the target does not carry it yet
+// (the recorded decision, or another manager's change), then watches it. It
+// reports false when a manifest conflict blocks the rollback.
+func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 	dep := d.obs.Deployment
-	g := d.old.TargetDeploymentGeneration
 	inProgress, done := rollbackMonitorTuple, rollbackSucceededTuple
 	if manual {
 		inProgress, done = manualRollbackTuple, manualHeldTuple
 	}
-	if DeploymentFailed(dep, g) {
+	d.st.Phase = v1alpha1.PhaseRolledBack
+	p := d.pointerFor(r)
+	if !p.matches(dep) {
+		var drift []Drift
+		if d.old.AppliedSpecHash == SpecHash(r) {
+			drift = p.drift(dep, d.opts.FieldManager)
+		}
+		if !d.apply(r) {
+			return false
+		}
+		d.recordDrift(drift)
+		d.conditions(inProgress, reconciling)
+		d.inFlight()
+		return true
+	}
+	d.st.ActiveVersion = r.Version
+	d.st.AppliedSpecHash = SpecHash(r)
+	switch {
+	case !ControllerObserved(dep):
+		d.conditions(inProgress, reconciling)
+		d.inFlight()
+	case DeploymentFailed(dep):
 		d.st.Phase = v1alpha1.PhaseFailed
 		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.RollbackFailedReason, EventMsgRollbackFailed, v1alpha1.RollbackFailedReason)
 		d.conditions(rollbackFailedTuple, stalled)
 		d.prune()
-		return
-	}
-	p := d.pointerFor(r)
-	if !p.matches(dep) {
-		drift := DetectDrift(dep, r, p.owner, p.cmName, p.manifestHash, d.opts.FieldManager)
-		if !d.apply(r) {
-			return
+	case RolloutComplete(dep):
+		if !conditionIs(d.old, v1alpha1.RolledBackCondition, metav1.ConditionTrue, "") {
+			d.event(corev1.EventTypeNormal, v1alpha1.RollbackSucceededReason, EventMsgRollbackSucceeded)
 		}
-		d.plan.Drift = drift
-		d.driftEvent(drift)
-		d.st.Phase = v1alpha1.PhaseRolledBack
+		d.conditions(done, stalled)
+		d.prune()
+	default:
 		d.conditions(inProgress, reconciling)
-		return
+		d.inFlight()
 	}
-	d.st.Phase = v1alpha1.PhaseRolledBack
-	d.st.ActiveVersion = r.Version
-	d.st.AppliedSpecHash = SpecHash(r)
-	if !DeploymentReady(dep, desiredReplicas(r.Replicas, dep), g) {
-		d.conditions(inProgress, reconciling)
-		return
-	}
-	if !conditionIs(d.old, v1alpha1.RolledBackCondition, metav1.ConditionTrue, "") {
-		d.event(corev1.EventTypeNormal, v1alpha1.RollbackSucceededReason, EventMsgRollbackSucceeded)
-	}
-	d.conditions(done, stalled)
-	d.prune()
+	return true
 }
 
 // manualRollback serves openmed.ai/rollback-to: any retained version, the
@@ -487,7 +659,8 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) {
 // nothing and clears as soon as the annotation does (B3). An accepted one
 // holds the resource at that version while the annotation stays; it does not
 // mark the desired spec as failed (B15), and once started it is only watched,
-// so a failed manual rollback does not loop (B4).
+// so a failed manual rollback does not loop (B4). The annotation itself is
+// the durable record of the decision, so the rollback is applied at once.
 func (d *decider) manualRollback(version string) {
 	entry, found := findVersion(d.history, version)
 	if !found {
@@ -502,16 +675,14 @@ func (d *decider) manualRollback(version string) {
 		d.monitor(r, true)
 		return
 	}
-	if !d.apply(r) {
-		return
-	}
-	d.st.Phase = v1alpha1.PhaseRolledBack
-	d.st.ActiveVersion = r.Version
 	d.st.RollbackSpec = r.DeepCopy()
 	d.st.RollbackRequest = request
 	d.st.RollbackCount++
-	d.conditions(manualRollbackTuple, reconciling)
-	d.event(corev1.EventTypeNormal, v1alpha1.RollbackStartedReason, EventMsgManualRollback)
+	d.st.RetryStartedAt = nil
+	d.st.ActiveVersion = r.Version
+	if d.monitor(r, true) {
+		d.event(corev1.EventTypeNormal, v1alpha1.RollbackStartedReason, EventMsgManualRollback)
+	}
 }
 
 // prune plans the deletion of owned manifest ConfigMaps that neither the
@@ -550,28 +721,37 @@ func contains(list []string, s string) bool {
 }
 
 // suspend leaves the cluster alone and only says so: phase Suspended, no
-// Reconciling or Stalled, every other condition as it was. The generation is
-// marked observed (kstatus reads a suspended resource as Current), so the
-// kept conditions are re-stamped with it; a resource suspended before its
-// first pass gets Ready=Unknown, since Flux requires a Ready condition.
+// Reconciling or Stalled. Nothing is applied or observed, so the status
+// marks the current generation observed only when it cannot be wrong about
+// it: the spec hash is the one the conditions were evaluated for (setting
+// suspend, or any field outside the normalized spec, changes nothing the
+// conditions say), and kstatus reads the resource as Current. A spec
+// edited together with suspend (or before the first pass) is not
+// evaluated: observedGeneration keeps the generation it last described,
+// kstatus reads InProgress until the resource resumes, and Ready says the
+// change waits (Flux's rules forbid Ready=True over an older generation).
 func (d *decider) suspend() {
 	d.st.Phase = v1alpha1.PhaseSuspended
-	d.st.ObservedGeneration = d.gen
 	apimeta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
 	apimeta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.StalledCondition)
-	for i := range d.st.Conditions {
-		d.st.Conditions[i].ObservedGeneration = d.gen
+	evaluated := apimeta.FindStatusCondition(d.st.Conditions, v1alpha1.ReadyCondition) != nil
+	if n, err := Normalize(d.obj); err == nil && evaluated && d.old.DesiredSpecHash == SpecHash(n) {
+		d.st.ObservedGeneration = d.gen
+		return
 	}
-	if apimeta.FindStatusCondition(d.st.Conditions, v1alpha1.ReadyCondition) == nil {
-		apimeta.SetStatusCondition(&d.st.Conditions, metav1.Condition{
-			Type:               v1alpha1.ReadyCondition,
-			Status:             metav1.ConditionUnknown,
-			Reason:             v1alpha1.SuspendedReason,
-			Message:            MsgSuspended,
-			ObservedGeneration: d.gen,
-			LastTransitionTime: d.now,
-		})
+	if !evaluated {
+		// Nothing was ever evaluated: the one condition there is describes
+		// this generation truthfully.
+		d.st.ObservedGeneration = d.gen
 	}
+	apimeta.SetStatusCondition(&d.st.Conditions, metav1.Condition{
+		Type:               v1alpha1.ReadyCondition,
+		Status:             metav1.ConditionFalse,
+		Reason:             v1alpha1.SuspendedReason,
+		Message:            MsgSuspended,
+		ObservedGeneration: d.st.ObservedGeneration,
+		LastTransitionTime: d.now,
+	})
 }
 
 // finalize gives everything back at deletion: the pointer on each
@@ -613,9 +793,10 @@ func (d *decider) finalize() {
 	d.plan.RemoveFinalizer = true
 }
 
-// ours reports whether the operator wrote its pointer to dep for this
-// resource: the owner annotation (Deployment or pod template) names it, or,
-// with no owner named, the operator's field manager holds fields there.
+// ours reports whether dep carries this resource's pointer: an owner
+// annotation (Deployment or pod template) names it, or, with both removed,
+// the preload entry references one of its own manifest ConfigMaps. Another
+// resource's pointer is never ours, even when the annotations are gone.
 func (d *decider) ours(dep *appsv1.Deployment) bool {
 	if foreign(dep, d.owner) {
 		return false
@@ -624,9 +805,12 @@ func (d *decider) ours(dep *appsv1.Deployment) bool {
 		dep.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] == d.owner {
 		return true
 	}
-	for _, e := range dep.ManagedFields {
-		if e.Manager == d.opts.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply {
-			return true
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		name := pointedConfigMap(dep, c.Name)
+		for i := range d.obs.ConfigMaps {
+			if cm := &d.obs.ConfigMaps[i]; name != "" && cm.Name == name && ownedBy(cm, d.obj) {
+				return true
+			}
 		}
 	}
 	return false

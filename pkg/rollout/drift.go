@@ -15,119 +15,64 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
-// String renders d for logs and the DriftCorrected event, for example
-// `spec.replicas changed by "helm"`. It holds field paths and field manager
-// names only, never values.
+// String renders d for logs, events and status, for example
+// `spec.replicas changed by "helm"` or `... removed (manager unknown)`. It
+// holds field paths and field manager names only, never values.
 func (d Drift) String() string {
+	verb := "changed"
+	switch {
+	case d.Replaced:
+		verb = "replaced"
+	case d.Removed:
+		verb = "removed"
+	}
 	if len(d.Managers) == 0 {
-		return d.Field + " changed"
+		return d.Field + " " + verb + " (manager unknown)"
 	}
 	quoted := make([]string, len(d.Managers))
 	for i, m := range d.Managers {
 		quoted[i] = fmt.Sprintf("%q", m)
 	}
-	return d.Field + " changed by " + strings.Join(quoted, ", ")
-}
-
-// pointer is what the operator writes to a Deployment for one spec: the
-// values DeploymentIntent sends, in typed form for comparison.
-type pointer struct {
-	spec         v1alpha1.NormalizedSpec
-	owner        string
-	cmName       string
-	manifestHash string
-}
-
-// ownedField is one field of the intent: its display path, its fieldpath in
-// managedFields and whether the live Deployment holds the operator's value.
-type ownedField struct {
-	name string
-	path fieldpath.Path
-	// parent is where a manager that removed the field left its trace (the
-	// container for the env entry, the annotation map for an annotation).
-	parent fieldpath.Path
-	ok     bool
+	if d.Replaced {
+		return d.Field + " replaced (set by " + strings.Join(quoted, ", ") + ")"
+	}
+	return d.Field + " " + verb + " by " + strings.Join(quoted, ", ")
 }
 
 // DetectDrift compares the fields the operator owns with the live Deployment
 // and returns one Drift per field that does not hold the operator's value,
-// attributed to the field managers (from managedFields) that own it now or,
-// when it was removed, that touched its parent. fieldManager, the operator's
-// own manager, is never named. The pointer is the intent for spec, owner key,
-// ConfigMap name and manifest hash, as DeploymentIntent builds it.
+// attributed to the field managers (from managedFields) that set the field's
+// value now. A field that is gone has no owner on record, so it is reported
+// as removed with no manager named: managedFields do not say who removed a
+// field, and the last writer of its parent may have changed something else.
+// fieldManager, the operator's own manager, is never named. The pointer is
+// the intent for spec, owner key, ConfigMap name and manifest hash, as
+// DeploymentIntent builds it.
 func DetectDrift(live *appsv1.Deployment, spec v1alpha1.NormalizedSpec, owner, cmName, manifestHash, fieldManager string) []Drift {
-	p := pointer{spec: spec, owner: owner, cmName: cmName, manifestHash: manifestHash}
-	var drift []Drift
-	for _, f := range p.fields(live) {
-		if f.ok {
-			continue
-		}
-		drift = append(drift, Drift{Field: f.name, Managers: attribute(live.ManagedFields, fieldManager, f)})
-	}
-	return drift
+	return pointer{spec: spec, owner: owner, cmName: cmName, manifestHash: manifestHash}.drift(live, fieldManager)
 }
 
-// fields lists every owned field of the pointer with its comparison result.
-func (p pointer) fields(live *appsv1.Deployment) []ownedField {
-	spec := p.spec
-	container := spec.TargetRef.ContainerName
-	containerPath := []any{"spec", "template", "spec", "containers", fieldpath.KeyByFields("name", container)}
-	envPath := append(append([]any{}, containerPath...), "env", fieldpath.KeyByFields("name", v1alpha1.PreloadEnvVar))
-
-	var fields []ownedField
-	fields = append(fields, ownedField{
-		name:   "metadata.annotations[" + v1alpha1.ModelResourceAnnotation + "]",
-		path:   fieldpath.MakePathOrDie("metadata", "annotations", v1alpha1.ModelResourceAnnotation),
-		parent: fieldpath.MakePathOrDie("metadata", "annotations"),
-		ok:     live.Annotations[v1alpha1.ModelResourceAnnotation] == p.owner,
-	})
-	if spec.Replicas != nil {
-		fields = append(fields, ownedField{
-			name: "spec.replicas",
-			path: fieldpath.MakePathOrDie("spec", "replicas"),
-			ok:   live.Spec.Replicas != nil && *live.Spec.Replicas == *spec.Replicas,
-		})
+func (p pointer) drift(live *appsv1.Deployment, fieldManager string) []Drift {
+	var drift []Drift
+	for _, f := range ownedFields(p) {
+		if f.holds(p, live) {
+			continue
+		}
+		d := Drift{Field: f.name, Removed: !f.present(p, live)}
+		if !d.Removed {
+			d.Managers = valueOwners(live.ManagedFields, fieldManager, f.path)
+		}
+		drift = append(drift, d)
 	}
-	fields = append(fields,
-		ownedField{
-			name: "spec.progressDeadlineSeconds",
-			path: fieldpath.MakePathOrDie("spec", "progressDeadlineSeconds"),
-			ok: live.Spec.ProgressDeadlineSeconds != nil &&
-				*live.Spec.ProgressDeadlineSeconds == spec.RolloutStrategy.ProgressDeadlineSeconds,
-		},
-		ownedField{
-			name: "spec.strategy",
-			path: fieldpath.MakePathOrDie("spec", "strategy"),
-			ok:   strategyMatches(live.Spec.Strategy, spec.RolloutStrategy),
-		},
-		ownedField{
-			name:   "spec.template.metadata.annotations[" + v1alpha1.ManifestHashAnnotation + "]",
-			path:   fieldpath.MakePathOrDie("spec", "template", "metadata", "annotations", v1alpha1.ManifestHashAnnotation),
-			parent: fieldpath.MakePathOrDie("spec", "template", "metadata", "annotations"),
-			ok:     live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == p.manifestHash,
-		},
-		ownedField{
-			name:   "spec.template.metadata.annotations[" + v1alpha1.ModelResourceAnnotation + "]",
-			path:   fieldpath.MakePathOrDie("spec", "template", "metadata", "annotations", v1alpha1.ModelResourceAnnotation),
-			parent: fieldpath.MakePathOrDie("spec", "template", "metadata", "annotations"),
-			ok:     live.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] == p.owner,
-		},
-		ownedField{
-			name:   fmt.Sprintf("spec.template.spec.containers[name=%q].env[name=%q]", container, v1alpha1.PreloadEnvVar),
-			path:   fieldpath.MakePathOrDie(envPath...),
-			parent: fieldpath.MakePathOrDie(containerPath...),
-			ok:     envMatches(live, container, p.cmName),
-		},
-	)
-	return fields
+	return drift
 }
 
 // matches reports whether the live Deployment holds every value of the
 // pointer (the reference's "Deployment matches" predicate, plus the
 // pod-template owner annotation the operator also owns).
 func (p pointer) matches(live *appsv1.Deployment) bool {
-	for _, f := range p.fields(live) {
-		if !f.ok {
+	for _, f := range ownedFields(p) {
+		if !f.holds(p, live) {
 			return false
 		}
 	}
@@ -137,13 +82,48 @@ func (p pointer) matches(live *appsv1.Deployment) bool {
 // templateChanged reports whether applying the pointer changes the pod
 // template, which rolls the pods; the other owned fields do not.
 func (p pointer) templateChanged(live *appsv1.Deployment) bool {
-	for _, f := range p.fields(live) {
-		if !f.ok && strings.HasPrefix(f.name, "spec.template.") {
+	for _, f := range ownedFields(p) {
+		if f.template && !f.holds(p, live) {
 			return true
 		}
 	}
 	return false
 }
+
+// foreignValues lists the values other field managers set that would make
+// the operator's apply invalid, and that the apply therefore replaces: a
+// literal value on the preload env entry (next to valueFrom), and a
+// rollingUpdate block under a Recreate strategy.
+func (p pointer) foreignValues(live *appsv1.Deployment, fieldManager string) []Drift {
+	var out []Drift
+	container := p.spec.TargetRef.ContainerName
+	if e := PreloadEnv(live, container); e != nil && e.Value != "" {
+		path := append(envPath(container).Copy(), fieldpath.PathElement{FieldName: ptrString("value")})
+		out = append(out, Drift{
+			Field:    fmt.Sprintf("spec.template.spec.containers[name=%q].env[name=%q].value", container, v1alpha1.PreloadEnvVar),
+			Managers: valueOwners(live.ManagedFields, fieldManager, path),
+			Replaced: true,
+		})
+	}
+	if p.takeoverStrategy(live) {
+		out = append(out, Drift{
+			Field:    "spec.strategy.rollingUpdate",
+			Managers: valueOwners(live.ManagedFields, fieldManager, fieldpath.MakePathOrDie("spec", "strategy", "rollingUpdate")),
+			Replaced: true,
+		})
+	}
+	return out
+}
+
+// takeoverStrategy reports whether a Recreate apply needs to take the live
+// rollingUpdate block over first: server-side apply keeps a block another
+// manager owns, and the API server rejects it under Recreate. Owning it at
+// its live values, then applying without it, removes it.
+func (p pointer) takeoverStrategy(live *appsv1.Deployment) bool {
+	return p.spec.RolloutStrategy.Type == v1alpha1.RecreateRolloutStrategyType && live.Spec.Strategy.RollingUpdate != nil
+}
+
+func ptrString(s string) *string { return &s }
 
 func strategyMatches(live appsv1.DeploymentStrategy, want v1alpha1.NormalizedRolloutStrategy) bool {
 	if string(live.Type) != string(want.Type) {
@@ -165,7 +145,7 @@ func intOrStringEqual(live *intstr.IntOrString, want intstr.IntOrString) bool {
 
 // envMatches checks the first env entry named OPENMED_SERVICE_PRELOAD_MODELS
 // of the container: it must reference the ConfigMap key and hold no literal
-// value.
+// value and no other source.
 func envMatches(live *appsv1.Deployment, container, cmName string) bool {
 	e := PreloadEnv(live, container)
 	if e == nil {
@@ -173,6 +153,7 @@ func envMatches(live *appsv1.Deployment, container, cmName string) bool {
 	}
 	ref := e.ValueFrom
 	return e.Value == "" && ref != nil && ref.ConfigMapKeyRef != nil &&
+		ref.SecretKeyRef == nil && ref.FieldRef == nil && ref.ResourceFieldRef == nil &&
 		ref.ConfigMapKeyRef.Name == cmName && ref.ConfigMapKeyRef.Key == v1alpha1.PreloadEnvVar
 }
 
@@ -212,13 +193,13 @@ func pointedConfigMap(d *appsv1.Deployment, container string) string {
 	return ""
 }
 
-// attribute names the managers that changed f: those whose managedFields
-// entry owns the field (or something under it, for spec.strategy), else, for
-// a removed field, the Update managers that touched its parent. The
+// valueOwners names the managers whose managedFields entry sets the value
+// at path: the field itself or anything below it except the key fields of a
+// list item ("name" of a container or env entry) and the item's own
+// presence, which a manager that only created the entry keeps owning. The
 // operator's own manager is excluded; the result is sorted.
-func attribute(entries []metav1.ManagedFieldsEntry, self string, f ownedField) []string {
+func valueOwners(entries []metav1.ManagedFieldsEntry, self string, path fieldpath.Path) []string {
 	owners := map[string]bool{}
-	touchedParent := map[string]bool{}
 	for _, e := range entries {
 		if e.Manager == self || e.FieldsV1 == nil {
 			continue
@@ -228,15 +209,9 @@ func attribute(entries []metav1.ManagedFieldsEntry, self string, f ownedField) [
 			// A malformed entry cannot name a culprit; the others still can.
 			continue
 		}
-		if touches(set, f.path) {
+		if setsValue(set, path) {
 			owners[e.Manager] = true
 		}
-		if f.parent != nil && e.Operation == metav1.ManagedFieldsOperationUpdate && touches(set, f.parent) {
-			touchedParent[e.Manager] = true
-		}
-	}
-	if len(owners) == 0 {
-		owners = touchedParent
 	}
 	names := make([]string, 0, len(owners))
 	for m := range owners {
@@ -244,6 +219,38 @@ func attribute(entries []metav1.ManagedFieldsEntry, self string, f ownedField) [
 	}
 	sort.Strings(names)
 	return names
+}
+
+// setsValue reports whether set owns the value at path: path itself when it
+// is a leaf, or a member below it other than a key field.
+func setsValue(set *fieldpath.Set, path fieldpath.Path) bool {
+	sub := set
+	for _, pe := range path[:len(path)-1] {
+		sub = sub.WithPrefix(pe)
+		if sub.Empty() {
+			return false
+		}
+	}
+	last := path[len(path)-1]
+	if sub.Members.Has(last) {
+		// A leaf, or a map whose presence alone ("." ) is owned: only a
+		// leaf counts.
+		if child := sub.WithPrefix(last); child.Empty() {
+			return true
+		}
+	}
+	below := sub.WithPrefix(last)
+	found := false
+	below.Iterate(func(p fieldpath.Path) {
+		if len(p) == 0 {
+			return
+		}
+		if pe := p[0]; pe.FieldName != nil && *pe.FieldName == "name" && len(p) == 1 {
+			return
+		}
+		found = true
+	})
+	return found
 }
 
 // touches reports whether set holds path or anything below it.

@@ -7,20 +7,27 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions/check"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/target"
 )
 
 // Versions of the reference test suite.
@@ -44,25 +51,22 @@ func readYAML(t testing.TB, name string, into any) {
 	}
 }
 
-// fixtureModel is the reference fixture resource, defaulted as the API
-// server would store it.
+// fixtureModel is the reference fixture resource in namespace "synthetic",
+// defaulted as the API server would store it, for the tests that need no
+// cluster (names and hashes).
 func fixtureModel(t testing.TB) *v1alpha1.OpenMedModel {
 	obj := &v1alpha1.OpenMedModel{}
 	readYAML(t, "model.yaml", obj)
+	obj.Namespace = "synthetic"
 	obj.Default()
 	return obj
-}
-
-func fixtureDeployment(t testing.TB) *appsv1.Deployment {
-	dep := &appsv1.Deployment{}
-	readYAML(t, "deployment.yaml", dep)
-	return dep
 }
 
 // fluxChecker applies Flux's rules for a finished reconciliation status.
 var fluxChecker = func() *check.Checker {
 	c := check.NewChecker(nil, &check.Conditions{NegativePolarity: []string{
 		v1alpha1.StalledCondition, v1alpha1.ReconcilingCondition, v1alpha1.DegradedCondition, v1alpha1.RolledBackCondition,
+		v1alpha1.OwnershipConflictCondition,
 	}})
 	c.DisableFetch = true
 	return c
@@ -90,11 +94,16 @@ func decide(t testing.TB, obj *v1alpha1.OpenMedModel, obs Observed) Plan {
 
 func checkFlux(t testing.TB, obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) {
 	t.Helper()
+	if err := fluxFailure(obj, st); err != nil {
+		t.Fatalf("status breaks Flux's rules: %v\nconditions: %v", err, condSummary(st))
+	}
+}
+
+func fluxFailure(obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) error {
 	out := obj.DeepCopy()
 	out.Status = st
-	if fail, _ := fluxChecker.Check(context.Background(), out); fail != nil {
-		t.Fatalf("status breaks Flux's rules: %v\nconditions: %v", fail, condSummary(st))
-	}
+	fail, _ := fluxChecker.Check(context.Background(), out)
+	return fail
 }
 
 func deepCopyObserved(o Observed) Observed {
@@ -107,6 +116,10 @@ func deepCopyObserved(o Observed) Observed {
 	}
 	for i := range o.ConfigMaps {
 		out.ConfigMaps = append(out.ConfigMaps, *o.ConfigMaps[i].DeepCopy())
+	}
+	if o.Failure != nil {
+		f := *o.Failure
+		out.Failure = &f
 	}
 	return out
 }
@@ -129,39 +142,146 @@ func eventReasons(events []Event) []string {
 	return out
 }
 
-// cluster is an in-memory stand-in for what the reconciler does with a plan:
-// it applies the pointer the way server-side apply would for the fields the
-// operator owns, bumps the Deployment generation on spec changes, creates and
-// deletes ConfigMaps, records the applied generation and stores the status.
+var nsCounter atomic.Int64
+
+// cluster is one test's namespace on the real API server, holding the
+// fixture resource and its target. pass does what the reconciler does with
+// a plan, in the same order, with the same requests (pkg/target); the API
+// server merges, defaults, validates and tracks field ownership. The tests
+// play the Deployment controller (markReady, markFailed, ...) and the other
+// field managers (editDeployment).
 type cluster struct {
 	t      testing.TB
+	ns     string
 	obj    *v1alpha1.OpenMedModel
-	dep    *appsv1.Deployment
-	prev   *appsv1.Deployment
-	cms    map[string]corev1.ConfigMap
+	now    time.Time
 	events []Event
+	// override changes the resource as read, for the states the API server
+	// would not store (an invalid spec).
+	override func(*v1alpha1.OpenMedModel)
 }
 
+// newCluster creates the fixture: the target Deployment, written by Helm
+// (field manager "helm", operation Update) and reported available by the
+// Deployment controller, and the OpenMedModel.
 func newCluster(t testing.TB) *cluster {
-	return &cluster{t: t, obj: fixtureModel(t), dep: fixtureDeployment(t), cms: map[string]corev1.ConfigMap{}}
+	t.Helper()
+	return newClusterWith(t, func(*appsv1.Deployment) {})
 }
 
+// newClusterWith creates the fixture with a target shaped by mutate.
+func newClusterWith(t testing.TB, mutate func(*appsv1.Deployment)) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	c := &cluster{t: t, ns: fmt.Sprintf("synthetic-%d", nsCounter.Add(1)), now: clock}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	c.createTarget(mutate)
+	obj := &v1alpha1.OpenMedModel{}
+	readYAML(t, "model.yaml", obj)
+	obj.Namespace = c.ns
+	if err := env.Client.Create(ctx, obj, client.FieldValidation("Strict")); err != nil {
+		t.Fatal(err)
+	}
+	c.refresh()
+	return c
+}
+
+// createTarget creates the fixture's Deployment, shaped by mutate, as Helm
+// writes it, and reports it available.
+func (c *cluster) createTarget(mutate func(*appsv1.Deployment)) {
+	c.t.Helper()
+	dep := &appsv1.Deployment{}
+	readYAML(c.t, "deployment.yaml", dep)
+	dep.Namespace = c.ns
+	mutate(dep)
+	if err := client.WithFieldOwner(env.Client, "helm").Create(context.Background(), dep); err != nil {
+		c.t.Fatal(err)
+	}
+	c.setStatusOf(dep.Name, func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		c.statusOf(d, n, n, n, n)
+	})
+}
+
+// recreateTarget creates the fixture's Deployment under name.
+func (c *cluster) recreateTarget(name string) {
+	c.createTarget(func(d *appsv1.Deployment) { d.Name = name })
+}
+
+// owner is the fixture's owner key.
+func (c *cluster) owner() string { return c.ns + "/openmed-service" }
+
+// refresh reads the resource from the API server.
+func (c *cluster) refresh() {
+	c.t.Helper()
+	obj := &v1alpha1.OpenMedModel{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: "openmed-service"}, obj); err != nil {
+		c.t.Fatal(err)
+	}
+	if c.override != nil {
+		c.override(obj)
+	}
+	c.obj = obj
+}
+
+// dep is the live target Deployment, or nil.
+func (c *cluster) dep() *appsv1.Deployment {
+	return c.deployment("openmed-service")
+}
+
+func (c *cluster) deployment(name string) *appsv1.Deployment {
+	c.t.Helper()
+	d := &appsv1.Deployment{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, d)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return d
+}
+
+// configMaps are the live ConfigMaps of the namespace, by name.
+func (c *cluster) configMaps() map[string]corev1.ConfigMap {
+	c.t.Helper()
+	var list corev1.ConfigMapList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(c.ns)); err != nil {
+		c.t.Fatal(err)
+	}
+	out := map[string]corev1.ConfigMap{}
+	for _, cm := range list.Items {
+		if cm.Name != "kube-root-ca.crt" {
+			out[cm.Name] = cm
+		}
+	}
+	return out
+}
+
+// observed reads what a pass decides on, from the API server.
 func (c *cluster) observed() Observed {
-	obs := Observed{Now: metav1.NewTime(clock)}
-	if c.dep != nil {
-		obs.Deployment = c.dep.DeepCopy()
+	c.t.Helper()
+	obs := Observed{Now: metav1.NewTime(c.now), Deployment: c.dep()}
+	desired, previous := TargetNames(c.obj)
+	if desired != "openmed-service" {
+		obs.Deployment = c.deployment(desired)
 	}
-	if c.prev != nil {
-		obs.PreviousTarget = c.prev.DeepCopy()
+	if previous != "" {
+		obs.PreviousTarget = c.deployment(previous)
 	}
-	names := make([]string, 0, len(c.cms))
-	for n := range c.cms {
+	names := []string{}
+	cms := c.configMaps()
+	for n := range cms {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		cm := c.cms[n]
-		obs.ConfigMaps = append(obs.ConfigMaps, *cm.DeepCopy())
+		cm := cms[n]
+		if ownedBy(&cm, c.obj) {
+			obs.ConfigMaps = append(obs.ConfigMaps, cm)
+		}
 	}
 	return obs
 }
@@ -169,193 +289,335 @@ func (c *cluster) observed() Observed {
 // decide computes the plan of the next pass without carrying it out.
 func (c *cluster) decide() Plan {
 	c.t.Helper()
+	c.refresh()
 	return decide(c.t, c.obj, c.observed())
 }
 
-// pass computes the plan and carries it out.
+// pass computes the plan and carries it out like the reconciler, status
+// included.
 func (c *cluster) pass() Plan {
 	c.t.Helper()
-	plan := c.decide()
-	for _, cm := range plan.EnsureConfigMaps {
-		if _, exists := c.cms[cm.Name]; !exists {
-			c.cms[cm.Name] = *cm.DeepCopy()
-		}
+	plan, err := c.passWith(true)
+	if err != nil {
+		c.t.Fatalf("carry out the plan: %v", err)
 	}
-	if plan.ApplyDeployment != nil {
-		plan.RecordApplied(c.applyIntent(plan))
-	}
-	if plan.Release != nil {
-		c.releaseDeployment(c.dep)
-	}
-	if plan.ReleasePrevious != nil {
-		c.releaseDeployment(c.prev)
-	}
-	for _, name := range plan.PruneConfigMaps {
-		delete(c.cms, name)
-	}
-	c.obj.Status = plan.Status
-	c.events = append(c.events, plan.Events...)
 	return plan
 }
 
-// applyIntent merges the partial object into the Deployment and returns the
-// new generation, as the API server would.
-func (c *cluster) applyIntent(plan Plan) int64 {
+// passLosingStatus carries out the plan but loses the status write, as a
+// crash or a failed request after the changes would.
+func (c *cluster) passLosingStatus() Plan {
 	c.t.Helper()
-	partial := &appsv1.Deployment{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(plan.ApplyDeployment.Object, partial); err != nil {
+	plan, err := c.passWith(false)
+	if err != nil {
+		c.t.Fatalf("carry out the plan: %v", err)
+	}
+	return plan
+}
+
+func (c *cluster) passWith(writeStatus bool) (Plan, error) {
+	c.t.Helper()
+	ctx := context.Background()
+	c.refresh()
+	if c.obj.DeletionTimestamp == nil && !contains(c.obj.Finalizers, v1alpha1.Finalizer) {
+		base := c.obj.DeepCopy()
+		c.obj.Finalizers = append(c.obj.Finalizers, v1alpha1.Finalizer)
+		if err := env.Client.Patch(ctx, c.obj, client.MergeFrom(base)); err != nil {
+			return Plan{}, err
+		}
+	}
+	obs := c.observed()
+	plan := decide(c.t, c.obj, obs)
+	if err := c.execute(obs, plan); err != nil {
+		return plan, err
+	}
+	c.events = append(c.events, plan.Events...)
+	if writeStatus {
+		c.writeStatus(plan.Status)
+	}
+	if plan.RemoveFinalizer && writeStatus {
+		base := c.obj.DeepCopy()
+		c.obj.Finalizers = nil
+		if err := env.Client.Patch(ctx, c.obj, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			return plan, err
+		}
+	}
+	return plan, nil
+}
+
+// execute carries out the plan's changes in the reconciler's order.
+func (c *cluster) execute(obs Observed, plan Plan) error {
+	ctx, cl := context.Background(), env.Client
+	for _, cm := range plan.EnsureConfigMaps {
+		if err := target.CreateConfigMap(ctx, cl, cl, cm, c.obj.UID); err != nil {
+			return err
+		}
+	}
+	precondition := ""
+	if plan.Claim {
+		precondition = obs.Deployment.ResourceVersion
+	}
+	if plan.ReleaseReplicas {
+		if _, err := target.DropField(ctx, cl, obs.Deployment, DefaultFieldManager, fieldpath.MakePathOrDie("spec", "replicas")); err != nil {
+			return err
+		}
+		precondition = ""
+	}
+	for _, intent := range []*unstructured.Unstructured{plan.Takeover, plan.ApplyDeployment} {
+		if intent == nil {
+			continue
+		}
+		if _, err := target.Apply(ctx, cl, intent, DefaultFieldManager, precondition); err != nil {
+			return err
+		}
+		precondition = ""
+	}
+	for _, rel := range []*Release{plan.ReleasePrevious, plan.Release} {
+		if rel != nil {
+			if err := target.Release(ctx, cl, rel.Keep, DefaultFieldManager); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range plan.PruneConfigMaps {
+		if err := target.DeleteConfigMap(ctx, cl, c.ns, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeStatus stores st through the status subresource, guarded by the
+// resourceVersion the pass read.
+func (c *cluster) writeStatus(st v1alpha1.OpenMedModelStatus) {
+	c.t.Helper()
+	if apiequality.Semantic.DeepEqual(c.obj.Status, st) {
+		return
+	}
+	base := c.obj.DeepCopy()
+	c.obj.Status = st
+	err := env.Client.Status().Patch(context.Background(), c.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if err != nil && !(c.obj.DeletionTimestamp != nil && apierrors.IsNotFound(err)) {
+		c.t.Fatalf("write status: %v", err)
+	}
+}
+
+// editModel changes the resource as a user would; the API server bumps the
+// generation for spec changes.
+func (c *cluster) editModel(mutate func(*v1alpha1.OpenMedModel)) {
+	c.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c.refresh()
+		mutate(c.obj)
+		return env.Client.Update(context.Background(), c.obj)
+	})
+	if err != nil {
 		c.t.Fatal(err)
 	}
-	if partial.Name != c.dep.Name {
-		c.t.Fatalf("apply to %q, but the target is %q", partial.Name, c.dep.Name)
-	}
-	before := c.dep.Spec.DeepCopy()
-	d := c.dep
-	if d.Annotations == nil {
-		d.Annotations = map[string]string{}
-	}
-	for k, v := range partial.Annotations {
-		d.Annotations[k] = v
-	}
-	if partial.Spec.Replicas != nil {
-		d.Spec.Replicas = partial.Spec.Replicas
-	}
-	d.Spec.ProgressDeadlineSeconds = partial.Spec.ProgressDeadlineSeconds
-	d.Spec.Strategy = partial.Spec.Strategy
-	if d.Spec.Template.Annotations == nil {
-		d.Spec.Template.Annotations = map[string]string{}
-	}
-	for k, v := range partial.Spec.Template.Annotations {
-		d.Spec.Template.Annotations[k] = v
-	}
-	for _, pc := range partial.Spec.Template.Spec.Containers {
-		// SSA drops the entry from a container the operator no longer
-		// targets.
-		for i := range d.Spec.Template.Spec.Containers {
-			if d.Spec.Template.Spec.Containers[i].Name != pc.Name {
-				removeEnv(&d.Spec.Template.Spec.Containers[i])
-			}
-		}
-		live := findContainer(d, pc.Name)
-		replaced := false
-		for i := range live.Env {
-			if live.Env[i].Name == v1alpha1.PreloadEnvVar {
-				live.Env[i] = pc.Env[0]
-				replaced = true
-			}
-		}
-		if !replaced {
-			live.Env = append(live.Env, pc.Env[0])
-		}
-	}
-	setManager(d, DefaultFieldManager, metav1.ManagedFieldsOperationApply, operatorFields(partial))
-	if !apiequality.Semantic.DeepEqual(before, &d.Spec) {
-		d.Generation++
-	}
-	return d.Generation
+	c.refresh()
 }
 
-// releaseDeployment carries out a release: the env entry and annotations go,
-// Keep's fields stay, the operator's managedFields entry goes.
-func (c *cluster) releaseDeployment(d *appsv1.Deployment) {
-	delete(d.Annotations, v1alpha1.ModelResourceAnnotation)
-	delete(d.Spec.Template.Annotations, v1alpha1.ModelResourceAnnotation)
-	delete(d.Spec.Template.Annotations, v1alpha1.ManifestHashAnnotation)
-	for i := range d.Spec.Template.Spec.Containers {
-		removeEnv(&d.Spec.Template.Spec.Containers[i])
-	}
-	var kept []metav1.ManagedFieldsEntry
-	for _, e := range d.ManagedFields {
-		if e.Manager != DefaultFieldManager {
-			kept = append(kept, e)
-		}
-	}
-	d.ManagedFields = kept
-	d.Generation++
+// setVersion edits spec.version.
+func (c *cluster) setVersion(version string) {
+	c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Version = version })
 }
 
-func removeEnv(c *corev1.Container) {
+func (c *cluster) annotate(key, value string) {
+	c.editModel(func(m *v1alpha1.OpenMedModel) {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		if value == "" {
+			delete(m.Annotations, key)
+			return
+		}
+		m.Annotations[key] = value
+	})
+}
+
+// deleteModel asks the API server to delete the resource; the finalizer
+// holds it until a pass releases the target.
+func (c *cluster) deleteModel() {
+	c.t.Helper()
+	if err := env.Client.Delete(context.Background(), c.obj); err != nil {
+		c.t.Fatal(err)
+	}
+	c.refresh()
+}
+
+// editDeployment changes the target as field manager would with a
+// client-side write (Helm, kubectl edit, kubectl set env: operation Update).
+func (c *cluster) editDeployment(manager string, mutate func(*appsv1.Deployment)) {
+	c.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := c.dep()
+		mutate(d)
+		return client.WithFieldOwner(env.Client, manager).Update(context.Background(), d)
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// setDeploymentStatus plays the Deployment controller for the target.
+func (c *cluster) setDeploymentStatus(mutate func(*appsv1.Deployment)) {
+	c.setStatusOf("openmed-service", mutate)
+}
+
+func (c *cluster) setStatusOf(name string, mutate func(*appsv1.Deployment)) {
+	c.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := c.deployment(name)
+		mutate(d)
+		return env.Client.Status().Update(context.Background(), d)
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// statusOf is a status the Deployment controller writes for d's current
+// generation: replicas pods in all, updated of the current template, ready
+// and available as given.
+func (c *cluster) statusOf(d *appsv1.Deployment, replicas, updated, ready, available int32) {
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation,
+		Replicas:           replicas, UpdatedReplicas: updated, ReadyReplicas: ready, AvailableReplicas: available,
+		UnavailableReplicas: max(0, replicas-available),
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+		},
+	}
+}
+
+// markReady makes the Deployment controller report the current template
+// rolled out and available.
+func (c *cluster) markReady() {
+	c.setDeploymentStatus(func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation,
+			Replicas:           n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+			},
+		}
+	})
+}
+
+// markFailed is the reference suite's mark_failed: the deadline of the
+// current template's rollout passed while the old pods keep serving.
+func (c *cluster) markFailed() {
+	c.setDeploymentStatus(c.failedStatusOf)
+}
+
+// failedStatusOf is the status of d after its current template's rollout
+// exceeded the deadline while the old pods keep serving.
+func (c *cluster) failedStatusOf(d *appsv1.Deployment) {
+	n := ptr.Deref(d.Spec.Replicas, 1)
+	at := metav1.NewTime(c.now)
+	d.Status = appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation,
+		Replicas:           n + 1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n, UnavailableReplicas: 1,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", LastUpdateTime: at, LastTransitionTime: at},
+		},
+	}
+}
+
+// scaleAs sets the target's replicas through the scale subresource, as an
+// HPA (kube-controller-manager) does.
+func (c *cluster) scaleAs(manager string, replicas int32) {
+	c.t.Helper()
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}
+	if err := client.WithFieldOwner(env.Client, manager).SubResource("scale").Update(context.Background(), c.dep(), client.WithSubResourceBody(scale)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// patchDeployment sends a client-side patch as manager would (kubectl set
+// env sends a strategic merge patch as "kubectl-set").
+func (c *cluster) patchDeployment(manager string, pt types.PatchType, patch string) {
+	c.t.Helper()
+	if err := env.Client.Patch(context.Background(), c.dep(), client.RawPatch(pt, []byte(patch)), client.FieldOwner(manager)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// applyAs server-side applies a Deployment as manager with force, as Flux's
+// kustomize-controller does.
+func (c *cluster) applyAs(manager, obj string) {
+	c.t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(obj)); err != nil {
+		c.t.Fatal(err)
+	}
+	u.SetNamespace(c.ns)
+	if err := env.Client.Patch(context.Background(), u, client.Apply, client.FieldOwner(manager), client.ForceOwnership); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+var replicasPath = fieldpath.MakePathOrDie("spec", "replicas")
+
+// deleteTarget deletes the target Deployment.
+func (c *cluster) deleteTarget() {
+	c.t.Helper()
+	if err := env.Client.Delete(context.Background(), c.dep()); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// deleteConfigMap deletes a ConfigMap as a user would.
+func (c *cluster) deleteConfigMap(name string) {
+	c.t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}}
+	if err := env.Client.Delete(context.Background(), cm); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func removeEnv(container *corev1.Container) {
 	var env []corev1.EnvVar
-	for _, e := range c.Env {
+	for _, e := range container.Env {
 		if e.Name != v1alpha1.PreloadEnvVar {
 			env = append(env, e)
 		}
 	}
-	c.Env = env
+	container.Env = env
 }
 
-// operatorFields is the fieldsV1 of the operator's apply entry for a partial
-// Deployment.
-func operatorFields(p *appsv1.Deployment) string {
-	var spec []string
-	if p.Spec.Replicas != nil {
-		spec = append(spec, `"f:replicas":{}`)
-	}
-	spec = append(spec, `"f:progressDeadlineSeconds":{}`)
-	if p.Spec.Strategy.RollingUpdate != nil {
-		spec = append(spec, `"f:strategy":{"f:type":{},"f:rollingUpdate":{"f:maxSurge":{},"f:maxUnavailable":{}}}`)
-	} else {
-		spec = append(spec, `"f:strategy":{"f:type":{}}`)
-	}
-	container := p.Spec.Template.Spec.Containers[0].Name
-	spec = append(spec, fmt.Sprintf(`"f:template":{"f:metadata":{"f:annotations":{"f:openmed.ai/model-manifest-hash":{},"f:openmed.ai/model-resource":{}}},`+
-		`"f:spec":{"f:containers":{"k:{\"name\":\"%s\"}":{".":{},"f:name":{},"f:env":{"k:{\"name\":\"OPENMED_SERVICE_PRELOAD_MODELS\"}":{".":{},"f:name":{},"f:valueFrom":{"f:configMapKeyRef":{"f:key":{},"f:name":{}}}}}}}}}`, container))
-	return `{"f:metadata":{"f:annotations":{"f:openmed.ai/model-resource":{}}},"f:spec":{` + strings.Join(spec, ",") + `}}`
-}
-
-// setManager replaces the managedFields entry of manager.
-func setManager(d *appsv1.Deployment, manager string, op metav1.ManagedFieldsOperationType, fields string) {
-	var out []metav1.ManagedFieldsEntry
-	for _, e := range d.ManagedFields {
-		if e.Manager != manager {
-			out = append(out, e)
+// markRolling is a rollout of the current template half done: old pods
+// still run.
+func (c *cluster) markRolling() {
+	c.setDeploymentStatus(func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation,
+			Replicas:           n + 1, UpdatedReplicas: 1, ReadyReplicas: n, AvailableReplicas: n, UnavailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+			},
 		}
-	}
-	d.ManagedFields = append(out, metav1.ManagedFieldsEntry{
-		Manager: manager, Operation: op, APIVersion: "apps/v1", FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)},
 	})
 }
 
-// markReady makes the Deployment controller report the rollout complete.
-func markReady(d *appsv1.Deployment) {
-	n := ptr.Deref(d.Spec.Replicas, 1)
-	d.Status = appsv1.DeploymentStatus{
-		ObservedGeneration: d.Generation,
-		Replicas:           n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-		Conditions: []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"}},
-	}
-}
-
-// markFailed is the reference suite's mark_failed: the deadline passed.
-func markFailed(d *appsv1.Deployment) {
-	d.Status.ObservedGeneration = d.Generation
-	d.Status.UnavailableReplicas = 1
-	d.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"}}
-}
-
-// markUnavailable is a Deployment that lost pods without failing.
-func markUnavailable(d *appsv1.Deployment) {
-	d.Status.ObservedGeneration = d.Generation
-	d.Status.ReadyReplicas, d.Status.AvailableReplicas = 0, 0
-	d.Status.UnavailableReplicas = ptr.Deref(d.Spec.Replicas, 1)
-}
-
-// setVersion edits spec.version, which bumps the generation.
-func (c *cluster) setVersion(version string) {
-	c.obj.Spec.Version = version
-	c.obj.Generation++
-}
-
-func (c *cluster) annotate(key, value string) {
-	if c.obj.Annotations == nil {
-		c.obj.Annotations = map[string]string{}
-	}
-	if value == "" {
-		delete(c.obj.Annotations, key)
-		return
-	}
-	c.obj.Annotations[key] = value
+// markUnavailable is a Deployment that lost its pods without a rollout.
+func (c *cluster) markUnavailable() {
+	c.setDeploymentStatus(func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, UnavailableReplicas: n,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+			},
+		}
+	})
 }
 
 // readyAt drives the fixture to Ready on version.
@@ -365,26 +627,29 @@ func (c *cluster) readyAt(version string) {
 		c.setVersion(version)
 	}
 	c.pass()
-	markReady(c.dep)
+	c.markReady()
 	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady {
 		c.t.Fatalf("not Ready on %s: %v", version, condSummary(p.Status))
 	}
 }
 
 // failRollout sets version, lets its rollout exceed the deadline and runs
-// the pass that reacts to it (an automatic rollback when one is retained).
+// the passes that react to it: the one that records the rollback and the
+// one that applies it (or the one that fails, with nothing retained).
 func (c *cluster) failRollout(version string) {
 	c.t.Helper()
 	c.setVersion(version)
 	c.pass()
-	markFailed(c.dep)
-	c.pass()
+	c.markFailed()
+	if p := c.pass(); p.Requeue {
+		c.pass()
+	}
 }
 
 // pointedVersion is the preload version the Deployment's pods would load.
 func (c *cluster) pointedVersion() string {
-	name := pointedConfigMap(c.dep, v1alpha1.DefaultContainerName)
-	cm, ok := c.cms[name]
+	name := pointedConfigMap(c.dep(), v1alpha1.DefaultContainerName)
+	cm, ok := c.configMaps()[name]
 	if !ok {
 		return ""
 	}

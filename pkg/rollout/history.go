@@ -21,9 +21,21 @@ func newHistoryEntry(spec v1alpha1.NormalizedSpec, now metav1.Time) v1alpha1.His
 // reference's format (only lastSuccessfulSpec and previousSuccessfulSpec),
 // the history those two describe. now stamps migrated entries, whose ready
 // time the old format did not record.
+//
+// An entry whose spec does not hash to its recorded hash (a hand-edited or
+// corrupt status) is dropped: it could not be restored faithfully (B30).
 func retainedHistory(st *v1alpha1.OpenMedModelStatus, now metav1.Time) []v1alpha1.HistoryEntry {
-	if len(st.History) > 0 || st.LastSuccessfulSpec == nil {
-		return st.History
+	if len(st.History) > 0 {
+		var h []v1alpha1.HistoryEntry
+		for _, e := range st.History {
+			if SpecHash(e.Spec) == e.SpecHash && e.Version == e.Spec.Version && e.Version != "" {
+				h = append(h, e)
+			}
+		}
+		return h
+	}
+	if st.LastSuccessfulSpec == nil || st.LastSuccessfulSpec.Version == "" {
+		return nil
 	}
 	h := []v1alpha1.HistoryEntry{newHistoryEntry(*st.LastSuccessfulSpec, now)}
 	if p := st.PreviousSuccessfulSpec; p != nil && p.Version != st.LastSuccessfulSpec.Version {

@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -23,62 +22,28 @@ const DefaultFieldManager = "openmed-operator"
 // manifestHash the manifest it holds. spec.replicas is only sent when set, so
 // an unset value leaves replicas to the Deployment's owner or an HPA.
 func DeploymentIntent(spec v1alpha1.NormalizedSpec, owner, cmName, manifestHash string) *unstructured.Unstructured {
-	namespace, _, _ := strings.Cut(owner, "/")
-	strategy := map[string]any{"type": string(spec.RolloutStrategy.Type)}
-	// Recreate sends no rollingUpdate: the field leaves our apply
-	// configuration, so SSA removes the values we set earlier.
-	if spec.RolloutStrategy.Type == v1alpha1.RollingUpdateRolloutStrategyType {
-		strategy["rollingUpdate"] = map[string]any{
-			"maxUnavailable": intOrStringValue(spec.RolloutStrategy.MaxUnavailable),
-			"maxSurge":       intOrStringValue(spec.RolloutStrategy.MaxSurge),
-		}
-	}
-	deploymentSpec := map[string]any{
-		"progressDeadlineSeconds": int64(spec.RolloutStrategy.ProgressDeadlineSeconds),
-		"strategy":                strategy,
-		"template": map[string]any{
-			"metadata": map[string]any{
-				"annotations": map[string]any{
-					v1alpha1.ManifestHashAnnotation:  manifestHash,
-					v1alpha1.ModelResourceAnnotation: owner,
-				},
-			},
-			"spec": map[string]any{
-				"containers": []any{map[string]any{
-					"name": spec.TargetRef.ContainerName,
-					"env": []any{map[string]any{
-						"name": v1alpha1.PreloadEnvVar,
-						"valueFrom": map[string]any{
-							"configMapKeyRef": map[string]any{
-								"name": cmName,
-								"key":  v1alpha1.PreloadEnvVar,
-							},
-						},
-					}},
-				}},
-			},
-		},
-	}
-	if spec.Replicas != nil {
-		deploymentSpec["replicas"] = int64(*spec.Replicas)
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apps/v1",
-		"kind":       "Deployment",
-		"metadata": map[string]any{
-			"name":        spec.TargetRef.Name,
-			"namespace":   namespace,
-			"annotations": map[string]any{v1alpha1.ModelResourceAnnotation: owner},
-		},
-		"spec": deploymentSpec,
-	}}
+	return pointer{spec: spec, owner: owner, cmName: cmName, manifestHash: manifestHash}.intent(nil)
 }
 
-func intOrStringValue(v intstr.IntOrString) any {
-	if v.Type == intstr.String {
-		return v.StrVal
+// intent is the apply configuration of p. override, when set, replaces the
+// value of the named fields (a takeover sends a live value instead of ours).
+func (p pointer) intent(override map[string]any) *unstructured.Unstructured {
+	namespace, _, _ := strings.Cut(p.owner, "/")
+	obj := map[string]any{
+		"apiVersion": "apps/v1",
+		"kind":       "Deployment",
+		"metadata":   map[string]any{"name": p.spec.TargetRef.Name, "namespace": namespace},
 	}
-	return int64(v.IntVal)
+	for _, f := range ownedFields(p) {
+		v, sent := f.value(p)
+		if o, ok := override[f.name]; ok {
+			v, sent = o, true
+		}
+		if sent {
+			setPath(obj, f.path, v)
+		}
+	}
+	return &unstructured.Unstructured{Object: obj}
 }
 
 // ManifestConfigMap is the immutable, content-addressed manifest ConfigMap of

@@ -9,16 +9,11 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
-// release describes how to give dep back without resetting anything. Keep
-// re-applies, at their live values, the fields among replicas, strategy and
-// progress deadline that the operator's apply entry owns: once the operator
-// drops its managedFields entry they stay as they are, where an empty apply
-// would let the API server reset them to defaults (ssa-facts.md). The env
-// entry and the annotations are left out, so the apply removes them.
-func (d *decider) release(dep *appsv1.Deployment) *Release {
+// ownedByOperator is the union of the operator's Apply entries on dep.
+func ownedByOperator(dep *appsv1.Deployment, fieldManager string) *fieldpath.Set {
 	owned := &fieldpath.Set{}
 	for _, e := range dep.ManagedFields {
-		if e.Manager != d.opts.FieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
+		if e.Manager != fieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.FieldsV1 == nil {
 			continue
 		}
 		set := &fieldpath.Set{}
@@ -26,34 +21,35 @@ func (d *decider) release(dep *appsv1.Deployment) *Release {
 			owned = owned.Union(set)
 		}
 	}
-	spec := map[string]any{}
-	if dep.Spec.Replicas != nil && touches(owned, fieldpath.MakePathOrDie("spec", "replicas")) {
-		spec["replicas"] = int64(*dep.Spec.Replicas)
-	}
-	if dep.Spec.ProgressDeadlineSeconds != nil && touches(owned, fieldpath.MakePathOrDie("spec", "progressDeadlineSeconds")) {
-		spec["progressDeadlineSeconds"] = int64(*dep.Spec.ProgressDeadlineSeconds)
-	}
-	if dep.Spec.Strategy.Type != "" && touches(owned, fieldpath.MakePathOrDie("spec", "strategy")) {
-		strategy := map[string]any{"type": string(dep.Spec.Strategy.Type)}
-		if ru := dep.Spec.Strategy.RollingUpdate; ru != nil {
-			rolling := map[string]any{}
-			if ru.MaxUnavailable != nil {
-				rolling["maxUnavailable"] = intOrStringValue(*ru.MaxUnavailable)
-			}
-			if ru.MaxSurge != nil {
-				rolling["maxSurge"] = intOrStringValue(*ru.MaxSurge)
-			}
-			strategy["rollingUpdate"] = rolling
-		}
-		spec["strategy"] = strategy
-	}
-	keep := &unstructured.Unstructured{Object: map[string]any{
+	return owned
+}
+
+// release describes how to give dep back without resetting anything. Keep
+// re-applies, at their live values, the owned fields marked keep (replicas,
+// strategy, progress deadline) that the operator's apply entry owns: once
+// the operator drops its managedFields entry they stay as they are, where an
+// empty apply would let the API server reset them to defaults
+// (ssa-facts.md). The env entry and the annotations are left out, so the
+// apply removes them.
+func (d *decider) release(dep *appsv1.Deployment) *Release {
+	owned := ownedByOperator(dep, d.opts.FieldManager)
+	keep := map[string]any{
 		"apiVersion": "apps/v1",
 		"kind":       "Deployment",
 		"metadata":   map[string]any{"name": dep.Name, "namespace": dep.Namespace},
-	}}
-	if len(spec) > 0 {
-		keep.Object["spec"] = spec
 	}
-	return &Release{DeploymentName: dep.Name, Keep: keep}
+	for _, f := range ownedFields(pointer{}) {
+		if f.keep && f.present(pointer{}, dep) && touches(owned, f.path) {
+			setPath(keep, f.path, f.live(dep))
+		}
+	}
+	return &Release{DeploymentName: dep.Name, Keep: &unstructured.Unstructured{Object: keep}}
+}
+
+// releasesReplicas reports whether the operator owns spec.replicas on dep
+// although the spec no longer sets them: the field must leave the
+// operator's managedFields entry before the next apply, or the API server
+// would reset it.
+func releasesReplicas(dep *appsv1.Deployment, replicas *int32, fieldManager string) bool {
+	return replicas == nil && ownedByOperator(dep, fieldManager).Has(fieldpath.MakePathOrDie("spec", "replicas"))
 }

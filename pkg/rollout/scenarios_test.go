@@ -3,6 +3,7 @@ package rollout
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,8 +12,8 @@ import (
 )
 
 // The reference suite's scenarios (reference §9, tests 3–8) as sequences of
-// passes over Decide. Where the contract changed the behaviour the test says
-// how.
+// passes over Decide, carried out on the real API server. Where the contract
+// changed the behaviour the test says how.
 
 // Test 3: apply drives the manifest rollout and the Ready conditions.
 func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
@@ -25,20 +26,21 @@ func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
 		t.Error("first apply to an unclaimed target must be a claim")
 	}
 	cmName := "openmed-service-model-manifest-5a62c38517"
-	cm, ok := c.cms[cmName]
+	cm, ok := c.configMaps()[cmName]
 	if !ok || cm.Data[v1alpha1.ManifestKey] != `{"apiVersion":"openmed.ai/v1alpha1","kind":"OpenMedModelManifest","models":[{"family":"PII","tier":"Small","version":"OpenMed/synthetic-pii-v1"}]}`+"\n" {
 		t.Fatalf("manifest ConfigMap %s: %v", cmName, cm.Data)
 	}
-	if *c.dep.Spec.Replicas != 2 || c.dep.Annotations[v1alpha1.ModelResourceAnnotation] != "synthetic/openmed-service" ||
-		pointedConfigMap(c.dep, "openmed-service") != cmName ||
-		c.dep.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != ManifestHash(normalize(t, c.obj)) {
-		t.Fatalf("Deployment not pointed: %+v", c.dep.Spec)
+	dep := c.dep()
+	if *dep.Spec.Replicas != 2 || dep.Annotations[v1alpha1.ModelResourceAnnotation] != c.owner() ||
+		pointedConfigMap(dep, "openmed-service") != cmName ||
+		dep.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != ManifestHash(normalize(t, c.obj)) {
+		t.Fatalf("Deployment not pointed: %+v", dep.Spec)
 	}
-	if c.obj.Status.TargetDeploymentGeneration != c.dep.Generation {
-		t.Errorf("targetDeploymentGeneration %d, want %d", c.obj.Status.TargetDeploymentGeneration, c.dep.Generation)
+	if c.obj.Status.TargetDeploymentGeneration != dep.Generation {
+		t.Errorf("targetDeploymentGeneration %d, want %d", c.obj.Status.TargetDeploymentGeneration, dep.Generation)
 	}
 
-	markReady(c.dep)
+	c.markReady()
 	plan = c.pass()
 	ready := metav1.Condition{
 		Type: v1alpha1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1alpha1.RolloutSucceededReason,
@@ -53,26 +55,27 @@ func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
 	assertStrings(t, "events", eventReasons(c.events), []string{v1alpha1.RolloutStartedReason, v1alpha1.RolloutSucceededReason})
 
 	// Repeating the pass is a no-op: nothing to write, no event.
-	gen := c.dep.Generation
+	gen := c.dep().Generation
 	before := c.obj.Status.DeepCopy()
 	plan = c.pass()
-	if plan.ApplyDeployment != nil || len(plan.EnsureConfigMaps) > 0 || len(plan.PruneConfigMaps) > 0 || len(plan.Events) > 0 ||
-		!apiequality.Semantic.DeepEqual(*before, plan.Status) || c.dep.Generation != gen {
+	if plan.HasChanges() || len(plan.Events) > 0 || !apiequality.Semantic.DeepEqual(*before, plan.Status) || c.dep().Generation != gen {
 		t.Fatalf("steady pass is not a no-op: %+v", plan)
 	}
 
 	// Contract §4: the ConfigMap is immutable, so it cannot be tampered
 	// with; deleting it is the drift left. It is recreated under the same
 	// name with no rollout, and reported as DriftCorrected.
-	delete(c.cms, cmName)
+	c.deleteConfigMap(cmName)
 	plan = c.pass()
-	if _, ok := c.cms[cmName]; !ok || plan.Status.Phase != v1alpha1.PhaseReady || plan.ApplyDeployment != nil {
+	if _, ok := c.configMaps()[cmName]; !ok || plan.Status.Phase != v1alpha1.PhaseReady || plan.ApplyDeployment != nil {
 		t.Fatalf("deleted ConfigMap not restored: %+v", plan)
 	}
 	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.DriftCorrectedReason})
 }
 
-// Test 4: a failed version change rolls back to the last successful manifest.
+// Test 4: a failed version change rolls back to the last successful
+// manifest. The contract records the decision first and applies it in the
+// next pass, so a lost status write cannot apply the failed version again.
 func TestScenarioFailedVersionRollsBack(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
@@ -81,15 +84,20 @@ func TestScenarioFailedVersionRollsBack(t *testing.T) {
 	if plan.Status.Phase != v1alpha1.PhaseRollingOut || plan.Status.ActiveVersion != v1 || c.pointedVersion() != v2 {
 		t.Fatalf("v2 rollout: %s active %s pointed %s", plan.Status.Phase, plan.Status.ActiveVersion, c.pointedVersion())
 	}
-	markFailed(c.dep)
+	c.markFailed()
 	plan = c.pass()
 	st := plan.Status
 	if st.Phase != v1alpha1.PhaseRolledBack || st.DesiredVersion != v2 || st.ActiveVersion != v1 || st.RollbackCount != 1 ||
-		!conditionIs(&st, v1alpha1.DegradedCondition, metav1.ConditionTrue, "") || c.pointedVersion() != v1 {
-		t.Fatalf("rollback: %+v pointed %s", st, c.pointedVersion())
+		st.FailedSpecHash != st.DesiredSpecHash || !conditionIs(&st, v1alpha1.DegradedCondition, metav1.ConditionTrue, "") ||
+		!plan.Requeue || plan.HasChanges() || c.pointedVersion() != v2 {
+		t.Fatalf("recorded rollback: %+v requeue %v pointed %s", st, plan.Requeue, c.pointedVersion())
 	}
 	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.RolloutFailedReason, v1alpha1.RollbackStartedReason})
-	markReady(c.dep)
+	plan = c.pass()
+	if plan.ApplyDeployment == nil || c.pointedVersion() != v1 || len(plan.Events) > 0 {
+		t.Fatalf("rollback not applied: pointed %s events %v", c.pointedVersion(), eventReasons(plan.Events))
+	}
+	c.markReady()
 	plan = c.pass()
 	if plan.Status.Phase != v1alpha1.PhaseRolledBack || !conditionIs(&plan.Status, v1alpha1.RolledBackCondition, metav1.ConditionTrue, v1alpha1.RollbackSucceededReason) {
 		t.Fatalf("rollback monitor: %s %v", plan.Status.Phase, condSummary(plan.Status))
@@ -101,16 +109,17 @@ func TestScenarioFailedRollbackIsTerminal(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.failRollout(v2)
-	markFailed(c.dep)
+	c.markFailed()
 	plan := c.pass()
 	if plan.Status.Phase != v1alpha1.PhaseFailed || !conditionIs(&plan.Status, v1alpha1.RolledBackCondition, metav1.ConditionFalse, v1alpha1.RollbackFailedReason) {
 		t.Fatalf("%s %v", plan.Status.Phase, condSummary(plan.Status))
 	}
 	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.RollbackFailedReason})
 	// Terminal: the next pass changes nothing and reports nothing again.
+	c.refresh()
 	before := c.obj.Status.DeepCopy()
 	plan = c.pass()
-	if plan.ApplyDeployment != nil || len(plan.Events) > 0 || !apiequality.Semantic.DeepEqual(*before, plan.Status) {
+	if plan.HasChanges() || len(plan.Events) > 0 || !apiequality.Semantic.DeepEqual(*before, plan.Status) {
 		t.Fatalf("failed rollback is not stable: %+v", plan)
 	}
 }
@@ -128,7 +137,7 @@ func TestScenarioManualRollback(t *testing.T) {
 	if plan.Status.Phase != v1alpha1.PhaseRolledBack || plan.Status.RollbackRequest != "manual:"+v1 || c.pointedVersion() != v1 {
 		t.Fatalf("manual rollback: %s %s pointed %s", plan.Status.Phase, plan.Status.RollbackRequest, c.pointedVersion())
 	}
-	markReady(c.dep)
+	c.markReady()
 	c.pass()
 	c.setVersion(v1)
 	c.pass()
@@ -154,11 +163,12 @@ func TestScenarioManualRollback(t *testing.T) {
 
 // Test 7: deletion removes the pointer and restarts the target without
 // preload. Contract §4 (B19): the env entry goes away entirely instead of
-// staying with an empty value, and replicas and strategy stay.
+// staying with an empty value, replicas and strategy stay, and the
+// operator's managedFields entry is gone.
 func TestScenarioDeleteReleasesTarget(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
-	c.obj.DeletionTimestamp = &metav1.Time{Time: clock}
+	c.deleteModel()
 	plan := c.pass()
 	if plan.Release == nil || plan.Release.DeploymentName != "openmed-service" || !plan.RemoveFinalizer {
 		t.Fatalf("deletion plan %+v", plan)
@@ -167,11 +177,20 @@ func TestScenarioDeleteReleasesTarget(t *testing.T) {
 	if keep["replicas"] != int64(2) || keep["progressDeadlineSeconds"] != int64(60) || keep["strategy"] == nil {
 		t.Errorf("Keep %v must hold replicas, deadline and strategy at their live values", keep)
 	}
-	if len(c.cms) != 0 {
-		t.Errorf("owned ConfigMaps left: %v", c.cms)
+	if cms := c.configMaps(); len(cms) != 0 {
+		t.Errorf("owned ConfigMaps left: %v", cms)
 	}
-	if env := findContainer(c.dep, "openmed-service").Env; len(env) != 0 || c.dep.Annotations[v1alpha1.ModelResourceAnnotation] != "" {
-		t.Errorf("pointer left: env %v annotations %v", env, c.dep.Annotations)
+	dep := c.dep()
+	if env := findContainer(dep, "openmed-service").Env; len(env) != 0 || dep.Annotations[v1alpha1.ModelResourceAnnotation] != "" {
+		t.Errorf("pointer left: env %v annotations %v", env, dep.Annotations)
+	}
+	if *dep.Spec.Replicas != 2 || *dep.Spec.ProgressDeadlineSeconds != 60 {
+		t.Errorf("release reset replicas %d or deadline %d", *dep.Spec.Replicas, *dep.Spec.ProgressDeadlineSeconds)
+	}
+	for _, e := range dep.ManagedFields {
+		if e.Manager == DefaultFieldManager {
+			t.Errorf("managedFields entry of the operator left: %+v", e)
+		}
 	}
 	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.ModelRemovedReason})
 }
@@ -180,19 +199,16 @@ func TestScenarioDeleteReleasesTarget(t *testing.T) {
 func TestScenarioDeleteLeavesForeignResources(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
-	c.dep.Annotations[v1alpha1.ModelResourceAnnotation] = "synthetic/other"
-	c.dep.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] = "synthetic/other"
-	for name, cm := range c.cms {
-		cm.Annotations[v1alpha1.ModelResourceAnnotation] = "synthetic/other"
-		cm.OwnerReferences[0].UID = "00000000-0000-4000-8000-000000000999"
-		c.cms[name] = cm
-	}
-	c.obj.DeletionTimestamp = &metav1.Time{Time: clock}
+	c.editDeployment("other-operator", func(d *appsv1.Deployment) {
+		d.Annotations[v1alpha1.ModelResourceAnnotation] = c.ns + "/other"
+		d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] = c.ns + "/other"
+	})
+	c.deleteModel()
 	plan := c.pass()
-	if plan.Release != nil || len(plan.PruneConfigMaps) != 0 || len(c.cms) != 1 || !plan.RemoveFinalizer {
-		t.Fatalf("foreign resources touched: %+v", plan)
+	if plan.Release != nil || !plan.RemoveFinalizer {
+		t.Fatalf("foreign target touched: %+v", plan)
 	}
-	if pointedConfigMap(c.dep, "openmed-service") == "" {
+	if pointedConfigMap(c.dep(), "openmed-service") == "" {
 		t.Error("env entry of a foreign Deployment was removed")
 	}
 	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.ModelRemovalSkippedReason})
@@ -217,15 +233,15 @@ func TestRevertToServedVersionIsReadyAtOnce(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.failRollout(v2)
-	markReady(c.dep)
+	c.markReady()
 	if plan := c.pass(); plan.Status.Phase != v1alpha1.PhaseRolledBack {
 		t.Fatalf("rollback not held: %s", plan.Status.Phase)
 	}
-	gen := c.dep.Generation
+	gen := c.dep().Generation
 	c.setVersion(v1)
 	plan := c.pass()
-	if plan.Status.Phase != v1alpha1.PhaseReady || plan.Status.ActiveVersion != v1 || c.dep.Generation != gen {
-		t.Fatalf("revert: phase %s active %q generation %d -> %d, %v", plan.Status.Phase, plan.Status.ActiveVersion, gen, c.dep.Generation, condSummary(plan.Status))
+	if plan.Status.Phase != v1alpha1.PhaseReady || plan.Status.ActiveVersion != v1 || c.dep().Generation != gen {
+		t.Fatalf("revert: phase %s active %q generation %d -> %d, %v", plan.Status.Phase, plan.Status.ActiveVersion, gen, c.dep().Generation, condSummary(plan.Status))
 	}
 	assertStrings(t, "events", eventReasons(plan.Events), []string{v1alpha1.RolloutSucceededReason})
 }

@@ -11,6 +11,10 @@ const (
 	ProgressingCondition = "Progressing"
 	DegradedCondition    = "Degraded"
 	RolledBackCondition  = "RolledBack"
+	// OwnershipConflictCondition is True, and present only then, while
+	// another field manager keeps reverting a field the operator owns on
+	// the target Deployment.
+	OwnershipConflictCondition = "OwnershipConflict"
 )
 
 // Condition reasons. One name for one thing: status, events and docs use these.
@@ -38,6 +42,25 @@ const (
 	ProgressDeadlineExceededReason = "ProgressDeadlineExceeded"
 	HealthyReason                  = "Healthy"
 	DeploymentUnavailableReason    = "DeploymentUnavailable"
+	// DeploymentRollingReason: the target rolls out a change another
+	// field manager made (an image upgrade); the model did not change.
+	DeploymentRollingReason = "DeploymentRolling"
+	// TargetPausedReason: the target Deployment is paused, so the model's
+	// rollout waits until its owner resumes it.
+	TargetPausedReason = "TargetPaused"
+	// RetryRequestedReason: reconcile.fluxcd.io/resetAt asked for the failed
+	// desired spec to be tried again.
+	RetryRequestedReason = "RetryRequested"
+	// Sharing the target with other field managers.
+	FieldReplacedReason     = "FieldReplaced"
+	OwnershipConflictReason = "OwnershipConflict"
+	// A step of a pass failed; the pass reports it and retries.
+	ManifestFailedReason = "ManifestFailed"
+	ApplyFailedReason    = "ApplyFailed"
+	ApplyRejectedReason  = "ApplyRejected"
+	ReleaseFailedReason  = "ReleaseFailed"
+	PruneFailedReason    = "PruneFailed"
+	InternalErrorReason  = "InternalError"
 
 	// Rollback.
 	NotRequestedReason         = "NotRequested"

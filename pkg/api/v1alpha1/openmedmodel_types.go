@@ -282,6 +282,25 @@ type HistoryEntry struct {
 	ReadyAt metav1.Time `json:"readyAt"`
 }
 
+// FieldCorrection counts the corrections of one owned target field that one
+// other field manager keeps setting.
+type FieldCorrection struct {
+	// Field is the field path, e.g. "spec.replicas".
+	Field string `json:"field"`
+	// Manager is the field manager that had set the field, or "" when no
+	// manager is on record (a removal).
+	//
+	// +optional
+	Manager string `json:"manager,omitempty"`
+	// Count is the number of corrections, each within an hour of the one
+	// before.
+	Count int32 `json:"count"`
+	// FirstCorrectedAt is when the first of them happened.
+	FirstCorrectedAt metav1.Time `json:"firstCorrectedAt"`
+	// LastCorrectedAt is when the latest happened.
+	LastCorrectedAt metav1.Time `json:"lastCorrectedAt"`
+}
+
 // OpenMedModelStatus is the observed state of an OpenMedModel. It holds only
 // coordinates, hashes, generations and fixed lifecycle text.
 type OpenMedModelStatus struct {
@@ -382,6 +401,26 @@ type OpenMedModelStatus struct {
 	//
 	// +optional
 	RollbackSpec *NormalizedSpec `json:"rollbackSpec,omitempty"`
+
+	// RetryStartedAt is when a reconcile.fluxcd.io/resetAt retry found the
+	// failed desired pointer still on the target (nothing retained to roll
+	// back to): the retry is judged only by Deployment status produced after
+	// it, and fails again when no rollout completes within the spec's
+	// progressDeadlineSeconds.
+	//
+	// +optional
+	RetryStartedAt *metav1.Time `json:"retryStartedAt,omitempty"`
+
+	// Corrections are the fields of the target Deployment the operator
+	// changed back (drift) or replaced (a value that made its apply
+	// invalid) in the last hour, by the field manager that had set them.
+	// Three corrections of one field for one manager, each within an hour of
+	// the last, are an ownership conflict (condition OwnershipConflict).
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20
+	Corrections []FieldCorrection `json:"corrections,omitempty"`
 
 	// History holds the retained successful specs, newest first, one per
 	// version, at most spec.revisionHistoryLimit.

@@ -1,0 +1,294 @@
+package rollout
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+	"sigs.k8s.io/structured-merge-diff/v6/value"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// pointer is what the operator writes to a Deployment for one spec: the
+// values DeploymentIntent sends, in typed form for comparison.
+type pointer struct {
+	spec         v1alpha1.NormalizedSpec
+	owner        string
+	cmName       string
+	manifestHash string
+}
+
+// newPointer is the intent for spec, owned by owner (the OwnerKey), pointing
+// at the spec's content-addressed manifest ConfigMap.
+func newPointer(spec v1alpha1.NormalizedSpec, owner string) pointer {
+	hash := ManifestHash(spec)
+	return pointer{spec: spec, owner: owner, cmName: ManifestConfigMapName(spec.ManifestConfigMapName, hash), manifestHash: hash}
+}
+
+// ownedField is one Deployment field the operator owns (contract §4). The
+// table of them, ownedFields, is the one declaration the apply intent, drift
+// detection and the release read.
+type ownedField struct {
+	// name is the display path used in events and status.
+	name string
+	// path is the field in the apply configuration and in managedFields.
+	path fieldpath.Path
+	// template is true for fields of the pod template: changing one rolls
+	// the pods.
+	template bool
+	// keep is true for fields a release leaves at their live value
+	// (replicas, strategy, deadline) instead of removing them.
+	keep bool
+	// value is the operator's value in the apply configuration; sent is
+	// false when the spec leaves the field to others (replicas unset).
+	value func(p pointer) (v any, sent bool)
+	// holds reports whether the live Deployment has the operator's value.
+	holds func(p pointer, live *appsv1.Deployment) bool
+	// present reports whether the live Deployment has the field at all, so
+	// a missing field can be told from one set to another value.
+	present func(p pointer, live *appsv1.Deployment) bool
+	// live is the field's live value in apply-configuration form, for the
+	// fields a release or a takeover sends at their live value (keep).
+	live func(live *appsv1.Deployment) any
+}
+
+func annotationPath(parts ...any) fieldpath.Path { return fieldpath.MakePathOrDie(parts...) }
+
+// containerPath is spec.template.spec.containers[name=c].
+func containerPath(c string) []any {
+	return []any{"spec", "template", "spec", "containers", fieldpath.KeyByFields("name", c)}
+}
+
+// envPath is the preload env entry of container c.
+func envPath(c string) fieldpath.Path {
+	return fieldpath.MakePathOrDie(append(containerPath(c), "env", fieldpath.KeyByFields("name", v1alpha1.PreloadEnvVar))...)
+}
+
+// ownedFields lists, in the order events name them, every field the
+// operator owns on the target. The env entry's path depends on the
+// container, so the table is built per pointer.
+func ownedFields(p pointer) []ownedField {
+	container := p.spec.TargetRef.ContainerName
+	return []ownedField{{
+		name:  "metadata.annotations[" + v1alpha1.ModelResourceAnnotation + "]",
+		path:  annotationPath("metadata", "annotations", v1alpha1.ModelResourceAnnotation),
+		value: func(p pointer) (any, bool) { return p.owner, true },
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return d.Annotations[v1alpha1.ModelResourceAnnotation] == p.owner
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Annotations[v1alpha1.ModelResourceAnnotation]
+			return ok
+		},
+	}, {
+		name: "spec.replicas",
+		path: fieldpath.MakePathOrDie("spec", "replicas"),
+		keep: true,
+		value: func(p pointer) (any, bool) {
+			if p.spec.Replicas == nil {
+				return nil, false
+			}
+			return int64(*p.spec.Replicas), true
+		},
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return p.spec.Replicas == nil || (d.Spec.Replicas != nil && *d.Spec.Replicas == *p.spec.Replicas)
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool { return d.Spec.Replicas != nil },
+		live:    func(d *appsv1.Deployment) any { return int64(*d.Spec.Replicas) },
+	}, {
+		name: "spec.progressDeadlineSeconds",
+		path: fieldpath.MakePathOrDie("spec", "progressDeadlineSeconds"),
+		keep: true,
+		value: func(p pointer) (any, bool) {
+			return int64(p.spec.RolloutStrategy.ProgressDeadlineSeconds), true
+		},
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return d.Spec.ProgressDeadlineSeconds != nil && *d.Spec.ProgressDeadlineSeconds == p.spec.RolloutStrategy.ProgressDeadlineSeconds
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool { return d.Spec.ProgressDeadlineSeconds != nil },
+		live:    func(d *appsv1.Deployment) any { return int64(*d.Spec.ProgressDeadlineSeconds) },
+	}, {
+		name:  "spec.strategy",
+		path:  fieldpath.MakePathOrDie("spec", "strategy"),
+		keep:  true,
+		value: func(p pointer) (any, bool) { return strategyValue(p.spec.RolloutStrategy), true },
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return strategyMatches(d.Spec.Strategy, p.spec.RolloutStrategy)
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool { return d.Spec.Strategy.Type != "" },
+		live:    func(d *appsv1.Deployment) any { return liveStrategy(d.Spec.Strategy) },
+	}, {
+		name:     "spec.template.metadata.annotations[" + v1alpha1.ManifestHashAnnotation + "]",
+		path:     annotationPath("spec", "template", "metadata", "annotations", v1alpha1.ManifestHashAnnotation),
+		template: true,
+		value:    func(p pointer) (any, bool) { return p.manifestHash, true },
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == p.manifestHash
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+			return ok
+		},
+	}, {
+		name:     "spec.template.metadata.annotations[" + v1alpha1.ModelResourceAnnotation + "]",
+		path:     annotationPath("spec", "template", "metadata", "annotations", v1alpha1.ModelResourceAnnotation),
+		template: true,
+		value:    func(p pointer) (any, bool) { return p.owner, true },
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] == p.owner
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation]
+			return ok
+		},
+	}, {
+		name:     fmt.Sprintf("spec.template.spec.containers[name=%q].env[name=%q]", container, v1alpha1.PreloadEnvVar),
+		path:     envPath(container),
+		template: true,
+		value: func(p pointer) (any, bool) {
+			// value "" takes the entry's literal value over from whoever set
+			// it (a chart, `kubectl set env`): next to valueFrom it would
+			// make the apply invalid, and the API server drops the empty
+			// string, so the entry ends up with the reference only.
+			return map[string]any{
+				"name":  v1alpha1.PreloadEnvVar,
+				"value": "",
+				"valueFrom": map[string]any{"configMapKeyRef": map[string]any{
+					"name": p.cmName,
+					"key":  v1alpha1.PreloadEnvVar,
+				}},
+			}, true
+		},
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return envMatches(d, p.spec.TargetRef.ContainerName, p.cmName)
+		},
+		present: func(p pointer, d *appsv1.Deployment) bool {
+			return PreloadEnv(d, p.spec.TargetRef.ContainerName) != nil
+		},
+	}}
+}
+
+func strategyValue(s v1alpha1.NormalizedRolloutStrategy) map[string]any {
+	strategy := map[string]any{"type": string(s.Type)}
+	// Recreate sends no rollingUpdate: the field leaves our apply
+	// configuration, so SSA removes the values we set earlier.
+	if s.Type == v1alpha1.RollingUpdateRolloutStrategyType {
+		strategy["rollingUpdate"] = map[string]any{
+			"maxUnavailable": intOrStringValue(s.MaxUnavailable),
+			"maxSurge":       intOrStringValue(s.MaxSurge),
+		}
+	}
+	return strategy
+}
+
+// liveStrategy is a live strategy in apply-configuration form.
+func liveStrategy(s appsv1.DeploymentStrategy) map[string]any {
+	strategy := map[string]any{"type": string(s.Type)}
+	if ru := s.RollingUpdate; ru != nil {
+		rolling := map[string]any{}
+		if ru.MaxUnavailable != nil {
+			rolling["maxUnavailable"] = intOrStringValue(*ru.MaxUnavailable)
+		}
+		if ru.MaxSurge != nil {
+			rolling["maxSurge"] = intOrStringValue(*ru.MaxSurge)
+		}
+		strategy["rollingUpdate"] = rolling
+	}
+	return strategy
+}
+
+// takeoverStrategy is a RollingUpdate strategy whose values all differ from
+// the live ones. Server-side apply shares ownership of a field applied with
+// the value it already has; only a different value, forced, makes the
+// operator the field's sole owner, so the next apply can remove it.
+func takeoverStrategy(live appsv1.DeploymentStrategy) map[string]any {
+	pick := func(live *intstr.IntOrString, a, b int64) int64 {
+		if live != nil && live.Type == intstr.Int && int64(live.IntVal) == a {
+			return b
+		}
+		return a
+	}
+	var mu, ms *intstr.IntOrString
+	if ru := live.RollingUpdate; ru != nil {
+		mu, ms = ru.MaxUnavailable, ru.MaxSurge
+	}
+	return map[string]any{
+		"type": string(appsv1.RollingUpdateDeploymentStrategyType),
+		"rollingUpdate": map[string]any{
+			"maxUnavailable": pick(mu, 0, 1),
+			"maxSurge":       pick(ms, 1, 2),
+		},
+	}
+}
+
+func intOrStringValue(v intstr.IntOrString) any {
+	if v.Type == intstr.String {
+		return v.StrVal
+	}
+	return int64(v.IntVal)
+}
+
+// setPath stores v at path in the apply configuration obj, creating maps
+// on the way and, for a list element selected by key fields, the element
+// with those fields.
+func setPath(obj map[string]any, path fieldpath.Path, v any) {
+	cur := obj
+	for i, pe := range path {
+		last := i == len(path)-1
+		switch {
+		case pe.FieldName != nil:
+			name := *pe.FieldName
+			if last {
+				cur[name] = v
+				return
+			}
+			if next := path[i+1]; next.Key != nil {
+				// The next element selects a list item: the list lives here.
+				list, _ := cur[name].([]any)
+				item, list := listItem(list, *next.Key)
+				cur[name] = list
+				if i+1 == len(path)-1 {
+					for k, x := range v.(map[string]any) {
+						item[k] = x
+					}
+					return
+				}
+				cur = item
+				continue
+			}
+			m, ok := cur[name].(map[string]any)
+			if !ok {
+				m = map[string]any{}
+				cur[name] = m
+			}
+			cur = m
+		case pe.Key != nil:
+			// Consumed with the list field before it.
+		}
+	}
+}
+
+// listItem finds the element of list whose key fields equal key, or adds
+// one with them.
+func listItem(list []any, key value.FieldList) (map[string]any, []any) {
+	for _, x := range list {
+		item := x.(map[string]any)
+		match := true
+		for _, f := range key {
+			if item[f.Name] != f.Value.AsString() {
+				match = false
+				break
+			}
+		}
+		if match {
+			return item, list
+		}
+	}
+	item := map[string]any{}
+	for _, f := range key {
+		item[f.Name] = f.Value.AsString()
+	}
+	return item, append(list, item)
+}

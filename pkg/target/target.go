@@ -1,0 +1,189 @@
+// Package target makes the operator's writes to a Deployment it does not own
+// and to its own manifest ConfigMaps: server-side apply of the partial intent
+// with the operator's field manager, the two-step release that gives fields
+// back without resetting them, and the removal of one field from the
+// operator's managedFields entry. Each function sends one request per change
+// and returns the server's answer, so callers never read an object back.
+//
+// It holds no decisions: pkg/rollout decides what to write, and the
+// reconciler in controllers/ calls these functions in the plan's order.
+package target
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+)
+
+// Apply server-side applies intent, a partial Deployment, with fieldManager,
+// taking ownership of the fields it names (ForceOwnership: the fields are the
+// operator's by contract). When precondition is not empty the write requires
+// the Deployment to still have that resourceVersion, so two writers cannot
+// both claim an unclaimed target. It returns the Deployment as the API
+// server stored it; an apply that changes nothing is answered with the same
+// resourceVersion.
+func Apply(ctx context.Context, c client.Client, intent *unstructured.Unstructured, fieldManager, precondition string) (*unstructured.Unstructured, error) {
+	obj := intent.DeepCopy()
+	if precondition != "" {
+		obj.SetResourceVersion(precondition)
+	}
+	if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return nil, fmt.Errorf("apply %s to Deployment %s/%s: %w", fieldManager, intent.GetNamespace(), intent.GetName(), err)
+	}
+	return obj, nil
+}
+
+// Release gives a Deployment back without resetting anything
+// (ssa-facts.md): apply keep (the fields to leave at their live values, and
+// nothing else), then remove fieldManager's Apply entry from managedFields,
+// guarded by the resourceVersion the apply answered with. A Deployment that
+// is gone needs no release.
+func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructured, fieldManager string) error {
+	applied, err := Apply(ctx, c, keep, fieldManager, "")
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ops := ssa.PatchRemoveFieldsManagers(applied, []ssa.FieldManager{{
+		Name: fieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply,
+	}})
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := jsonPatch(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), ops); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", fieldManager, applied.GetNamespace(), applied.GetName(), err))
+	}
+	return nil
+}
+
+// DropField removes path from fieldManager's Apply entry on dep, leaving the
+// field's value in place with no owner: the next apply without the field
+// does not reset it. dep must carry managedFields; the write is guarded by
+// its resourceVersion. It returns the new resourceVersion, or dep's when the
+// entry does not own the field.
+func DropField(ctx context.Context, c client.Client, dep *appsv1.Deployment, fieldManager string, path fieldpath.Path) (string, error) {
+	entries, changed, err := WithoutField(dep.ManagedFields, fieldManager, path)
+	if err != nil {
+		return "", fmt.Errorf("read managedFields of Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+	}
+	if !changed {
+		return dep.ResourceVersion, nil
+	}
+	ops := []ssa.JSONPatch{ssa.NewPatchReplace("/metadata/managedFields", entries)}
+	live, err := jsonPatch(ctx, c, dep.Namespace, dep.Name, dep.ResourceVersion, ops)
+	if err != nil {
+		return "", fmt.Errorf("drop %s from field manager %q on Deployment %s/%s: %w", path, fieldManager, dep.Namespace, dep.Name, err)
+	}
+	return live.GetResourceVersion(), nil
+}
+
+// WithoutField returns entries with path removed from fieldManager's Apply
+// entry, and whether anything changed.
+func WithoutField(entries []metav1.ManagedFieldsEntry, fieldManager string, path fieldpath.Path) ([]metav1.ManagedFieldsEntry, bool, error) {
+	out := append([]metav1.ManagedFieldsEntry(nil), entries...)
+	changed := false
+	for i, e := range out {
+		if e.Manager != fieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" || e.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			return nil, false, err
+		}
+		if !set.Has(path) {
+			continue
+		}
+		raw, err := set.Difference(fieldpath.NewSet(path)).ToJSON()
+		if err != nil {
+			return nil, false, err
+		}
+		out[i].FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		changed = true
+	}
+	return out, changed, nil
+}
+
+// jsonPatch sends ops to a Deployment as a JSON patch conditional on
+// resourceVersion and returns the patched object: the patch sets
+// metadata.resourceVersion, which the API server compares with the stored
+// one (409 Conflict on a mismatch; a JSON patch "test" op would fail as 422
+// Invalid instead, indistinguishable from a rejected request).
+func jsonPatch(ctx context.Context, c client.Client, namespace, name, resourceVersion string, ops []ssa.JSONPatch) (*unstructured.Unstructured, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	body := []op{{Op: "replace", Path: "/metadata/resourceVersion", Value: resourceVersion}}
+	for _, o := range ops {
+		next := op{Op: o.Operation, Path: o.Path}
+		if len(o.Value) > 0 {
+			next.Value = o.Value
+		}
+		body = append(body, next)
+	}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	live := &unstructured.Unstructured{}
+	live.SetAPIVersion("apps/v1")
+	live.SetKind("Deployment")
+	live.SetNamespace(namespace)
+	live.SetName(name)
+	if err := c.Patch(ctx, live, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		return nil, err
+	}
+	return live, nil
+}
+
+// CreateConfigMap creates an immutable manifest ConfigMap. Its name is its
+// content's hash, so one that exists already is either this one (created by
+// an earlier pass the cache has not caught up with) or somebody else's: the
+// AlreadyExists answer is settled with one read, and ErrNameTaken reports a
+// ConfigMap the owner UID does not control.
+func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader, cm *corev1.ConfigMap, owner types.UID) error {
+	err := c.Create(ctx, cm.DeepCopy())
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	existing := &corev1.ConfigMap{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(cm), existing); err != nil {
+		return fmt.Errorf("read existing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(existing); ref == nil || ref.UID != owner {
+		return fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNameTaken)
+	}
+	return nil
+}
+
+// ErrNameTaken says a manifest ConfigMap name is used by an object the
+// resource does not own.
+var ErrNameTaken = errors.New("the name is taken by an object this resource does not own")
+
+// DeleteConfigMap deletes a manifest ConfigMap; one that is gone already is
+// fine.
+func DeleteConfigMap(ctx context.Context, c client.Client, namespace, name string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
