@@ -140,7 +140,13 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("openmed_rollbacks_total{trigger=%q} = %v, want %v", trigger, n, want)
 		}
 	}
-	if n := op.metric(t, "openmed_rollout_duration_seconds", map[string]string{"namespace": ns}); n < 2 {
+	if n := op.metric(t, "openmed_rollouts_total", map[string]string{"namespace": ns, "result": "succeeded"}); n < 2 {
+		t.Errorf("openmed_rollouts_total{result=succeeded} = %v, want at least 2", n)
+	}
+	if n := op.metric(t, "openmed_rollouts_total", map[string]string{"namespace": ns, "result": "failed"}); n != 1 {
+		t.Errorf("openmed_rollouts_total{result=failed} = %v, want 1", n)
+	}
+	if n := op.metric(t, "openmed_rollout_duration_seconds", nil); n < 2 {
 		t.Errorf("rollout duration observed %v times, want at least 2", n)
 	}
 

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -9,14 +10,34 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Metrics are the openmed_* metrics of the reconciler. Register them once
-// per process (NewMetrics with a registry, or MustRegisterMetrics for
-// controller-runtime's registry that the manager serves).
+// Metric names, documented in the README's Monitoring section and used by
+// the dashboard and alerts in examples/monitoring.
+const (
+	MetricModelInfo          = "openmed_model_info"
+	MetricRollouts           = "openmed_rollouts_total"
+	MetricRolloutDuration    = "openmed_rollout_duration_seconds"
+	MetricRollbacks          = "openmed_rollbacks_total"
+	MetricDriftCorrections   = "openmed_drift_corrections_total"
+	MetricOwnershipConflicts = "openmed_ownership_conflicts_total"
+	MetricReconcileErrors    = "openmed_reconcile_errors_total"
+	MetricEventsDropped      = "openmed_events_dropped_total"
+)
+
+// Metrics are the openmed_* metrics of the reconciler. Only
+// openmed_model_info has a series per model (one); the others are labelled
+// by namespace, manager, field or reason, so a scrape stays small as the
+// number of models grows. Register them once per process (NewMetrics with a
+// registry, or MustRegisterMetrics for controller-runtime's registry that
+// the manager serves). A nil *Metrics records nothing.
 type Metrics struct {
 	modelInfo       *prometheus.GaugeVec
-	rolloutDuration *prometheus.HistogramVec
+	rollouts        *prometheus.CounterVec
+	rolloutDuration prometheus.Histogram
 	rollbacks       *prometheus.CounterVec
 	drift           *prometheus.CounterVec
+	conflicts       *prometheus.CounterVec
+	errors          *prometheus.CounterVec
+	eventsDropped   *prometheus.CounterVec
 
 	mu   sync.Mutex
 	info map[string][]string // namespace/name -> the label values set last
@@ -26,25 +47,41 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		modelInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "openmed_model_info",
-			Help: "The model version and phase of each OpenMedModel (always 1).",
-		}, []string{"namespace", "name", "version", "phase"}),
-		rolloutDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "openmed_rollout_duration_seconds",
-			Help:    "Time from the start of a rollout to the desired version being available.",
+			Name: MetricModelInfo,
+			Help: "One series per OpenMedModel (always 1): its active version, phase, Ready status and reason, and whether it is Stalled.",
+		}, []string{"namespace", "name", "version", "phase", "ready", "reason", "stalled"}),
+		rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricRollouts,
+			Help: "Model rollouts that ended, by result (succeeded or failed).",
+		}, []string{"namespace", "result"}),
+		rolloutDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricRolloutDuration,
+			Help:    "Time from the start of a model rollout to the desired version being available.",
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1200, 3600},
-		}, []string{"namespace", "name"}),
+		}),
 		rollbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "openmed_rollbacks_total",
-			Help: "Rollbacks started, automatic or manual.",
-		}, []string{"namespace", "name", "trigger"}),
+			Name: MetricRollbacks,
+			Help: "Rollbacks started, by trigger (automatic or manual).",
+		}, []string{"namespace", "trigger"}),
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "openmed_drift_corrections_total",
-			Help: "Owned target fields corrected after another field manager changed them, by that manager.",
+			Name: MetricDriftCorrections,
+			Help: "Owned target fields corrected or replaced after another field manager set them, by that manager (\"\" when none is on record).",
 		}, []string{"manager"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricOwnershipConflicts,
+			Help: "Ownership conflicts detected: one field manager kept reverting a field the operator owns.",
+		}, []string{"manager", "field"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricReconcileErrors,
+			Help: "Passes that failed, by the reason reported in status (or StatusWriteFailed when the status itself could not be written).",
+		}, []string{"reason"}),
+		eventsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricEventsDropped,
+			Help: "Kubernetes Events given up on, by cause (rejected, retries-exhausted, queue-full, shutdown).",
+		}, []string{"cause"}),
 		info: map[string][]string{},
 	}
-	reg.MustRegister(m.modelInfo, m.rolloutDuration, m.rollbacks, m.drift)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped)
 	return m
 }
 
@@ -61,14 +98,20 @@ func MustRegisterMetrics() *Metrics {
 	return defaultMetrics
 }
 
-func (m *Metrics) setModelInfo(namespace, name, version, phase string) {
+// modelState is what openmed_model_info says about one model.
+type modelState struct {
+	version, phase, ready, reason string
+	stalled                       bool
+}
+
+func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	key := namespace + "/" + name
-	labels := []string{namespace, name, version, phase}
+	labels := []string{namespace, name, s.version, s.phase, s.ready, s.reason, strconv.FormatBool(s.stalled)}
 	if old, ok := m.info[key]; ok {
 		if slices.Equal(old, labels) {
 			return
@@ -90,23 +133,44 @@ func (m *Metrics) deleteModel(namespace, name string) {
 		m.modelInfo.DeleteLabelValues(old...)
 		delete(m.info, key)
 	}
-	m.rolloutDuration.DeleteLabelValues(namespace, name)
 }
 
-func (m *Metrics) observeRollout(namespace, name string, d time.Duration) {
-	if m != nil && d >= 0 {
-		m.rolloutDuration.WithLabelValues(namespace, name).Observe(d.Seconds())
+func (m *Metrics) rolloutEnded(namespace, result string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.rollouts.WithLabelValues(namespace, result).Inc()
+	if d >= 0 && result == "succeeded" {
+		m.rolloutDuration.Observe(d.Seconds())
 	}
 }
 
-func (m *Metrics) countRollback(namespace, name, trigger string) {
+func (m *Metrics) countRollback(namespace, trigger string) {
 	if m != nil {
-		m.rollbacks.WithLabelValues(namespace, name, trigger).Inc()
+		m.rollbacks.WithLabelValues(namespace, trigger).Inc()
 	}
 }
 
 func (m *Metrics) countDrift(manager string) {
 	if m != nil {
 		m.drift.WithLabelValues(manager).Inc()
+	}
+}
+
+func (m *Metrics) countConflict(manager, field string) {
+	if m != nil {
+		m.conflicts.WithLabelValues(manager, field).Inc()
+	}
+}
+
+func (m *Metrics) countError(reason string) {
+	if m != nil {
+		m.errors.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) countDroppedEvent(cause string) {
+	if m != nil {
+		m.eventsDropped.WithLabelValues(cause).Inc()
 	}
 }

@@ -1,19 +1,19 @@
 // Package controllers holds the controller-runtime reconciler of OpenMedModel.
-// It is thin on purpose: each pass reads the cluster, asks the pure core
-// (pkg/rollout.Decide) what to do, applies the plan and writes the status
-// once. Any controller-runtime manager can run it (SetupWithManager).
+// It is thin on purpose: each pass reads the cache, asks the pure core
+// (pkg/rollout.Decide) what to do, makes the changes and writes the status
+// once. Any controller-runtime manager can run it (SetupWithManager, with the
+// cache settings of CacheByObject).
 package controllers
 
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/fluxcd/pkg/apis/meta"
 	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
-	"github.com/fluxcd/pkg/runtime/patch"
-	"github.com/fluxcd/pkg/ssa"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -37,7 +38,7 @@ import (
 )
 
 // ControllerName names the controller in logs, events and the status field
-// owner ("gotk-" style: the status patches use StatusFieldOwner).
+// owner.
 const ControllerName = "openmed-operator"
 
 // StatusFieldOwner is the field manager of the status patches. It differs
@@ -48,8 +49,17 @@ const StatusFieldOwner = "openmed-operator-status"
 // still carries it and must not keep it, or deletion would wait for Kopf.
 const kopfFinalizer = "kopf.zalando.org/KopfFinalizerMarker"
 
-// targetIndexKey indexes OpenMedModels by the Deployment they target.
-const targetIndexKey = ".openmed.targetName"
+// Index keys: OpenMedModels by the Deployments they target, manifest
+// ConfigMaps by the UID of the OpenMedModel that controls them.
+const (
+	targetIndexKey = ".openmed.targetName"
+	ownerIndexKey  = ".openmed.ownerUID"
+)
+
+// lagRecheck is how long a pass that found the cache behind the operator's
+// own write waits at most; the watch event that brings the write normally
+// wakes the resource within milliseconds.
+const lagRecheck = 2 * time.Second
 
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/status,verbs=get;patch
@@ -63,10 +73,10 @@ const targetIndexKey = ".openmed.targetName"
 type OpenMedModelReconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
 	client.Client
-	// APIReader reads around the cache: the resource and its target at the
-	// start of each pass (so decisions never rest on a stale status), and
-	// objects the cache does not hold (a ConfigMap of someone else that
-	// occupies a name we need). Default: the manager's API reader.
+	// APIReader reads around the cache, on one path only: a manifest
+	// ConfigMap create that answered AlreadyExists, to tell an object of
+	// ours the cache has not seen yet from a foreign one. Default: the
+	// manager's API reader.
 	APIReader client.Reader
 	// EventRecorder records the core's transition events (Flux's
 	// events.Recorder satisfies it and can forward to notification-controller).
@@ -81,25 +91,35 @@ type OpenMedModelReconciler struct {
 	// RequeueInterval is how often a pass repeats while a rollout is in
 	// flight; default rollout.DefaultRequeueInterval.
 	RequeueInterval time.Duration
+	// RetryBaseDelay and RetryMaxDelay bound the backoff after a failed
+	// pass; defaults RetryBaseDelay and RetryMaxDelay.
+	RetryBaseDelay, RetryMaxDelay time.Duration
 	// Clock returns the time of a pass; default time.Now.
 	Clock func() time.Time
 
-	resources *ssa.ResourceManager
+	retries   *backoff
+	modelLag  *cacheLag
+	targetLag *cacheLag
+
+	mu          sync.Mutex
+	rolloutFrom map[types.NamespacedName]time.Time
 }
 
 // Options configure SetupWithManager.
 type Options struct {
 	// MaxConcurrentReconciles is how many resources reconcile at once.
 	MaxConcurrentReconciles int
-	// RateLimiter overrides controller-runtime's default backoff.
+	// RateLimiter overrides the queue's backoff for passes that end in a
+	// conflict; failed passes use the reconciler's own capped backoff.
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 }
 
-// SetupWithManager registers the reconciler, its index and its watches:
+// SetupWithManager registers the reconciler, its indexes and its watches:
 // OpenMedModels (spec changes and the requestedAt, resetAt and rollback-to
-// annotations), owned manifest ConfigMaps, and Deployments mapped to the
-// resources that target them. Nothing is polled: a timed requeue happens
-// only while a rollout is in flight.
+// annotations, plus the status update a pass waits for), owned manifest
+// ConfigMaps, and Deployments mapped to the resources that target them.
+// Nothing is polled: a timed requeue happens only while a rollout is in
+// flight.
 func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if r.FieldManager == "" {
 		r.FieldManager = rollout.DefaultFieldManager
@@ -110,17 +130,26 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.Clock == nil {
 		r.Clock = time.Now
 	}
-	r.resources = ssa.NewResourceManager(r.Client, nil, ssa.Owner{Field: r.FieldManager, Group: v1alpha1.GroupVersion.Group})
+	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
+	r.modelLag, r.targetLag = newCacheLag(), newCacheLag()
 
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.OpenMedModel{}, targetIndexKey, func(o client.Object) []string {
-		obj := o.(*v1alpha1.OpenMedModel)
-		desired, previous := rollout.TargetNames(obj)
+	indexer := mgr.GetFieldIndexer()
+	if err := indexer.IndexField(ctx, &v1alpha1.OpenMedModel{}, targetIndexKey, func(o client.Object) []string {
+		desired, previous := rollout.TargetNames(o.(*v1alpha1.OpenMedModel))
 		if previous != "" {
 			return []string{desired, previous}
 		}
 		return []string{desired}
 	}); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &corev1.ConfigMap{}, ownerIndexKey, func(o client.Object) []string {
+		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.Kind == "OpenMedModel" {
+			return []string{string(ref.UID)}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index ConfigMaps by owner: %w", err)
 	}
 
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
@@ -132,11 +161,19 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		For(&v1alpha1.OpenMedModel{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
+			predicate.Funcs{UpdateFunc: r.awaitedUpdate},
 		))).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDeployment)).
 		WithOptions(copts).
 		Complete(r)
+}
+
+// awaitedUpdate lets through the status update a pass is waiting for (see
+// cacheLag); other status-only updates are the operator's own and wake
+// nothing.
+func (r *OpenMedModelReconciler) awaitedUpdate(e event.UpdateEvent) bool {
+	return r.modelLag.waiting(client.ObjectKeyFromObject(e.ObjectNew))
 }
 
 // requestsForDeployment maps a Deployment to the OpenMedModels that target it
@@ -166,295 +203,296 @@ func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o cl
 	return reqs
 }
 
-// Reconcile runs one pass for one OpenMedModel.
-func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	start := time.Now()
-	log := ctrl.LoggerFrom(ctx)
+// pass is one reconcile of one resource: what it read, decided and did.
+type pass struct {
+	key      types.NamespacedName
+	obj      *v1alpha1.OpenMedModel
+	observed rollout.Observed
+	plan     rollout.Plan
+	// modelRVs are the resourceVersions of obj this pass moved on from.
+	modelRVs []string
+}
 
-	// The cache decides whether the resource is ours at all: it holds only
-	// the namespaces and the shard (label selector) this manager watches.
-	obj := &v1alpha1.OpenMedModel{}
-	if err := r.Get(ctx, req.NamespacedName, obj); err != nil {
+// Reconcile runs one pass for one OpenMedModel: read the cache, decide,
+// act, and write the status in one request on every path (a failed step,
+// even a recovered panic, is reported in the same pass).
+func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	p := &pass{key: req.NamespacedName, obj: &v1alpha1.OpenMedModel{}}
+	if err := r.Get(ctx, req.NamespacedName, p.obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.ModelMetrics.deleteModel(req.Namespace, req.Name)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	// Its content, and the target's, are read from the API server: a pass
-	// is often triggered by the watch event of our own Deployment apply,
-	// before the cache has seen the status we wrote with it, and a decision
-	// on a stale status would repeat or undo it.
-	if err := r.APIReader.Get(ctx, req.NamespacedName, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.ModelMetrics.deleteModel(req.Namespace, req.Name)
+	if r.modelLag.behind(p.key, p.obj.ResourceVersion) {
+		return ctrl.Result{RequeueAfter: lagRecheck}, nil
+	}
+	version := retryVersion(p.obj)
+	defer func() {
+		if v := recover(); v != nil {
+			log.Error(fmt.Errorf("%v", v), "pass panicked; reporting it")
+			result, retErr = r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: rollout.Transient}, version), nil
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if r.Metrics != nil {
-		defer func() {
-			r.Metrics.RecordDuration(ctx, obj, start)
-			r.Metrics.RecordSuspend(ctx, obj, obj.Spec.Suspend)
-			r.Metrics.RecordReadiness(ctx, obj)
-		}()
-	}
+	}()
 
 	// A resource being deleted without our finalizer is not ours to hold.
-	if !obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(obj, v1alpha1.Finalizer) {
-		return ctrl.Result{}, r.dropKopfFinalizer(ctx, obj)
+	if !p.obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(p.obj, v1alpha1.Finalizer) {
+		return ctrl.Result{}, r.dropKopfFinalizer(ctx, p.obj)
 	}
-	// The finalizer goes on first, in its own write, so a deletion can never
-	// race past a pointer we are about to set.
-	if obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(obj, v1alpha1.Finalizer) {
-		base := obj.DeepCopy()
-		controllerutil.AddFinalizer(obj, v1alpha1.Finalizer)
-		controllerutil.RemoveFinalizer(obj, kopfFinalizer)
-		if err := r.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer to OpenMedModel %s: %w", req, err)
+	// The finalizer goes on first, so a deletion can never race past a
+	// pointer we are about to set. The pass goes on with the answer.
+	if p.obj.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(p.obj, v1alpha1.Finalizer) {
+		base := p.obj.DeepCopy()
+		controllerutil.AddFinalizer(p.obj, v1alpha1.Finalizer)
+		controllerutil.RemoveFinalizer(p.obj, kopfFinalizer)
+		if err := r.Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return r.retry(ctx, p, "FinalizerWriteFailed", fmt.Errorf("add finalizer to OpenMedModel %s: %w", req, err))
 		}
+		p.modelRVs = append(p.modelRVs, base.ResourceVersion)
 	}
 
-	observed, err := r.observe(ctx, obj)
-	if err != nil {
-		return ctrl.Result{}, err
+	var waiting bool
+	if p.observed, waiting = r.observe(ctx, p.obj); waiting {
+		r.modelLag.wrote(p.key, p.modelRVs...)
+		return ctrl.Result{RequeueAfter: lagRecheck}, nil
 	}
-	plan := rollout.Decide(obj, observed, rollout.Options{FieldManager: r.FieldManager, RequeueInterval: r.RequeueInterval})
+	p.plan = r.decide(p)
+	if failure := r.execute(ctx, p); failure != nil {
+		return r.report(ctx, p, failure, version), nil
+	}
+	return r.finish(ctx, p)
+}
 
-	if err := r.execute(ctx, obj, observed, &plan); err != nil {
-		// The planned status claims the changes happened; it is not written.
-		// The next pass observes what did happen and decides again.
-		if apierrors.IsConflict(err) {
-			log.V(1).Info("conflict while applying the plan; retrying", "error", err.Error())
-			return ctrl.Result{Requeue: true}, nil
+// decide runs the core on what the pass observed.
+func (r *OpenMedModelReconciler) decide(p *pass) rollout.Plan {
+	return rollout.Decide(p.obj, p.observed, rollout.Options{FieldManager: r.FieldManager, RequeueInterval: r.RequeueInterval})
+}
+
+// report decides again with the failed step as an input and writes the
+// status that says so.
+func (r *OpenMedModelReconciler) report(ctx context.Context, p *pass, failure *rollout.Failure, version string) ctrl.Result {
+	p.observed.Failure = failure
+	if p.observed.Now.IsZero() {
+		p.observed.Now = metav1.NewTime(r.Clock())
+	}
+	p.plan = r.decide(p)
+	reason := readyReason(&p.plan.Status)
+	r.ModelMetrics.countError(reason)
+	result, err := r.finish(ctx, p)
+	delay := r.retries.next(p.key, version)
+	if err != nil || result.RequeueAfter == 0 || result.RequeueAfter > delay {
+		result = ctrl.Result{RequeueAfter: delay}
+	}
+	return result
+}
+
+// retry ends a pass whose failure cannot be reported in status (the status
+// write itself, or the finalizer): it is logged, counted and retried with
+// the capped backoff.
+func (r *OpenMedModelReconciler) retry(ctx context.Context, p *pass, reason string, err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		// Somebody else wrote first; decide again on their version.
+		return ctrl.Result{Requeue: true}, nil
+	}
+	ctrl.LoggerFrom(ctx).Error(err, "pass failed; retrying", "reason", reason)
+	r.ModelMetrics.countError(reason)
+	return ctrl.Result{RequeueAfter: r.retries.next(p.key, retryVersion(p.obj))}, nil
+}
+
+// retryVersion identifies what a user can change about a resource: its
+// generation and annotations. A change starts the retry backoff afresh.
+func retryVersion(obj *v1alpha1.OpenMedModel) string {
+	keys := make([]string, 0, len(obj.Annotations))
+	for k, v := range obj.Annotations {
+		keys = append(keys, k+"="+v)
+	}
+	sort.Strings(keys)
+	return fmt.Sprint(obj.Generation) + "|" + strings.Join(keys, "|")
+}
+
+// finish writes the status, records the events and metrics, and lets the
+// finalizer go once deletion is done.
+func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Result, error) {
+	if err := r.patchStatus(ctx, p); err != nil {
+		return r.retry(ctx, p, "StatusWriteFailed", err)
+	}
+	r.record(p)
+	if p.plan.RemoveFinalizer && p.observed.Failure == nil {
+		base := p.obj.DeepCopy()
+		controllerutil.RemoveFinalizer(p.obj, v1alpha1.Finalizer)
+		controllerutil.RemoveFinalizer(p.obj, kopfFinalizer)
+		if err := r.Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return r.retry(ctx, p, "FinalizerWriteFailed", client.IgnoreNotFound(err))
 		}
-		return ctrl.Result{}, err
-	}
-
-	// A rollout's duration runs from the Reconciling transition it started.
-	var rolloutStart *metav1.Time
-	if c := apimeta.FindStatusCondition(obj.Status.Conditions, meta.ReconcilingCondition); c != nil {
-		rolloutStart = &c.LastTransitionTime
-	}
-	if err := r.patchStatus(ctx, obj, plan.Status); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.record(obj, &plan, rolloutStart)
-
-	if plan.RemoveFinalizer {
-		base := obj.DeepCopy()
-		controllerutil.RemoveFinalizer(obj, v1alpha1.Finalizer)
-		controllerutil.RemoveFinalizer(obj, kopfFinalizer)
-		if err := r.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		r.ModelMetrics.deleteModel(obj.Namespace, obj.Name)
+		r.recordGotk(ctx, p.obj)
+		r.forget(p.key)
 		return ctrl.Result{}, nil
 	}
-	r.ModelMetrics.setModelInfo(obj.Namespace, obj.Name, obj.Status.ActiveVersion, string(obj.Status.Phase))
-	return ctrl.Result{RequeueAfter: plan.RequeueAfter}, nil
+	r.recordGotk(ctx, p.obj)
+	r.modelLag.wrote(p.key, p.modelRVs...)
+	if p.observed.Failure == nil {
+		r.retries.forget(p.key)
+	}
+	switch {
+	case p.plan.Requeue:
+		// The status just written records a decision the next pass acts
+		// on; it runs once the cache shows the write.
+		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+	default:
+		return ctrl.Result{RequeueAfter: p.plan.RequeueAfter}, nil
+	}
 }
 
-// observe reads what Decide needs: the target Deployment, the previous
-// target after a retarget, and the manifest ConfigMaps of the resource plus
-// any object occupying the name the desired manifest needs.
-func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, error) {
+// observe reads what Decide needs from the cache: the target Deployment,
+// the previous target after a retarget, and the manifest ConfigMaps the
+// resource owns (through the owner index, so a pass costs the same however
+// many other resources there are). It reports true when the cache has not
+// caught up with the operator's last write to a target: the pass then waits
+// for that watch event.
+func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, bool) {
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
 	desired, previous := rollout.TargetNames(obj)
-	var err error
-	if observed.Deployment, err = r.getDeployment(ctx, obj.Namespace, desired); err != nil {
-		return observed, err
+	var waiting bool
+	observed.Deployment, waiting = r.cachedDeployment(ctx, obj.Namespace, desired)
+	if previous != "" && !waiting {
+		observed.PreviousTarget, waiting = r.cachedDeployment(ctx, obj.Namespace, previous)
 	}
-	if previous != "" {
-		if observed.PreviousTarget, err = r.getDeployment(ctx, obj.Namespace, previous); err != nil {
-			return observed, err
+	if obj.UID != "" {
+		var cms corev1.ConfigMapList
+		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err == nil {
+			observed.ConfigMaps = cms.Items
+			sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 		}
 	}
-
-	var cms corev1.ConfigMapList
-	if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingLabels{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}); err != nil {
-		return observed, fmt.Errorf("list manifest ConfigMaps of OpenMedModel %s/%s: %w", obj.Namespace, obj.Name, err)
-	}
-	owner := rollout.OwnerKey(obj)
-	have := map[string]bool{}
-	for _, cm := range cms.Items {
-		if cm.Annotations[v1alpha1.ModelResourceAnnotation] == owner || metav1.IsControlledBy(&cm, obj) {
-			observed.ConfigMaps = append(observed.ConfigMaps, cm)
-			have[cm.Name] = true
-		}
-	}
-	// The cache may hold only our labelled ConfigMaps; a foreign object that
-	// took the desired name is read directly so the core can report it.
-	if spec, err := rollout.Normalize(obj); err == nil {
-		name := rollout.ManifestConfigMapName(spec.ManifestConfigMapName, rollout.ManifestHash(spec))
-		if !have[name] {
-			cm := &corev1.ConfigMap{}
-			switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: obj.Namespace, Name: name}, cm); {
-			case err == nil:
-				observed.ConfigMaps = append(observed.ConfigMaps, *cm)
-			case !apierrors.IsNotFound(err):
-				return observed, fmt.Errorf("get ConfigMap %s/%s: %w", obj.Namespace, name, err)
-			}
-		}
-	}
-	return observed, nil
+	return observed, waiting
 }
 
-func (r *OpenMedModelReconciler) getDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, error) {
+func (r *OpenMedModelReconciler) cachedDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, bool) {
 	dep := &appsv1.Deployment{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("get Deployment %s/%s: %w", namespace, name, err)
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	if err := r.Get(ctx, key, dep); err != nil {
+		// Not in the cache: the Deployment does not exist (or is outside
+		// the watched namespaces, which reads the same).
+		r.targetLag.forget(key)
+		return nil, false
 	}
-	return dep, nil
+	if r.targetLag.behind(key, dep.ResourceVersion) {
+		return nil, true
+	}
+	return dep, false
 }
 
-// execute makes the plan's changes in the order that keeps every pod able
-// to start: manifest ConfigMaps first, then the Deployment pointer, then the
-// releases, and pruning last.
-func (r *OpenMedModelReconciler) execute(ctx context.Context, obj *v1alpha1.OpenMedModel, observed rollout.Observed, plan *rollout.Plan) error {
-	for _, cm := range plan.EnsureConfigMaps {
-		if err := r.ensureConfigMap(ctx, cm); err != nil {
-			return err
-		}
-	}
-	if plan.ApplyDeployment != nil {
-		intent := plan.ApplyDeployment.DeepCopy()
-		if plan.Claim {
-			// Claiming an unclaimed target is conditional on the version we
-			// saw: of two resources racing for it, the second apply fails
-			// with a conflict and its next pass sees the other's claim.
-			intent.SetResourceVersion(observed.Deployment.ResourceVersion)
-		}
-		entry, err := r.resources.Apply(ctx, intent, ssa.ApplyOptions{})
-		if err != nil {
-			return fmt.Errorf("apply model pointer to Deployment %s/%s: %w", intent.GetNamespace(), intent.GetName(), err)
-		}
-		// The next passes judge the rollout by the generation the apply
-		// produced; an unchanged Deployment keeps the one we observed.
-		generation := observed.Deployment.Generation
-		if entry.Action != ssa.UnchangedAction {
-			live := &appsv1.Deployment{}
-			if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: intent.GetNamespace(), Name: intent.GetName()}, live); err != nil {
-				return fmt.Errorf("read Deployment %s/%s after apply: %w", intent.GetNamespace(), intent.GetName(), err)
-			}
-			generation = live.Generation
-		}
-		plan.RecordApplied(generation)
-		for _, d := range plan.Drift {
-			for _, m := range d.Managers {
-				r.ModelMetrics.countDrift(m)
-			}
-		}
-	}
-	for _, rel := range []*rollout.Release{plan.ReleasePrevious, plan.Release} {
-		if rel != nil {
-			if err := r.release(ctx, obj.Namespace, rel); err != nil {
-				return err
-			}
-		}
-	}
-	for _, name := range plan.PruneConfigMaps {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: obj.Namespace, Name: name}}
-		// Preconditioned on nothing but the name: the core only prunes
-		// ConfigMaps it observed as ours.
-		if err := r.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("prune ConfigMap %s/%s: %w", obj.Namespace, name, err)
-		}
-	}
-	return nil
-}
-
-// ensureConfigMap creates an immutable manifest ConfigMap. Its name is its
-// content's hash, so an existing object of ours with that name is already
-// right and is never updated.
-func (r *OpenMedModelReconciler) ensureConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
-	err := r.Create(ctx, cm.DeepCopy())
-	if err == nil || apierrors.IsAlreadyExists(err) {
+// patchStatus writes the planned status in one merge patch guarded by the
+// resourceVersion the pass read, and nothing when it is unchanged: a steady
+// pass makes no write at all.
+func (r *OpenMedModelReconciler) patchStatus(ctx context.Context, p *pass) error {
+	if apiequality.Semantic.DeepEqual(p.obj.Status, p.plan.Status) {
 		return nil
 	}
-	return fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
-}
-
-// release gives a Deployment back without resetting anything (ssa-facts.md):
-// apply only the values to keep, then drop our managedFields entry with a
-// JSON patch guarded by a test of the entry's manager.
-func (r *OpenMedModelReconciler) release(ctx context.Context, namespace string, rel *rollout.Release) error {
-	keep := rel.Keep.DeepCopy()
-	if _, err := r.resources.Apply(ctx, keep, ssa.ApplyOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
+	base := p.obj.DeepCopy()
+	p.obj.Status = p.plan.Status
+	if err := r.Status().Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(StatusFieldOwner)); err != nil {
+		p.obj.Status = base.Status
+		if !p.obj.DeletionTimestamp.IsZero() && apierrors.IsNotFound(err) {
 			return nil
 		}
-		return fmt.Errorf("release Deployment %s/%s: %w", namespace, rel.DeploymentName, err)
+		return fmt.Errorf("patch status of OpenMedModel %s/%s: %w", p.obj.Namespace, p.obj.Name, err)
 	}
-	live := &appsv1.Deployment{}
-	if err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: rel.DeploymentName}, live); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	var ops []string
-	// Remove from the end so earlier indices stay valid.
-	for i := len(live.ManagedFields) - 1; i >= 0; i-- {
-		e := live.ManagedFields[i]
-		if e.Manager == r.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
-			ops = append(ops,
-				fmt.Sprintf(`{"op":"test","path":"/metadata/managedFields/%d/manager","value":%q}`, i, r.FieldManager),
-				fmt.Sprintf(`{"op":"remove","path":"/metadata/managedFields/%d"}`, i))
-		}
-	}
-	if len(ops) == 0 {
-		return nil
-	}
-	body := []byte("[" + strings.Join(ops, ",") + "]")
-	if err := r.Patch(ctx, live, client.RawPatch(types.JSONPatchType, body)); err != nil {
-		return fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", r.FieldManager, namespace, rel.DeploymentName, err)
-	}
+	p.modelRVs = append(p.modelRVs, base.ResourceVersion)
 	return nil
 }
 
-// patchStatus writes the planned status, and nothing when it is unchanged:
-// a steady pass makes no write at all.
-func (r *OpenMedModelReconciler) patchStatus(ctx context.Context, obj *v1alpha1.OpenMedModel, status v1alpha1.OpenMedModelStatus) error {
-	if apiequality.Semantic.DeepEqual(obj.Status, status) {
-		return nil
-	}
-	patcher := patch.NewSerialPatcher(obj, r.Client)
-	obj.Status = status
-	owned := []string{
-		v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition,
-		v1alpha1.ProgressingCondition, v1alpha1.DegradedCondition, v1alpha1.RolledBackCondition,
-	}
-	if err := patcher.Patch(ctx, obj,
-		patch.WithOwnedConditions{Conditions: owned},
-		patch.WithForceOverwriteConditions{},
-		patch.WithFieldOwner(StatusFieldOwner),
-	); err != nil {
-		if !obj.DeletionTimestamp.IsZero() && apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("patch status of OpenMedModel %s/%s: %w", obj.Namespace, obj.Name, err)
-	}
-	return nil
-}
-
-// record emits the plan's events and counts rollbacks and finished rollouts.
-func (r *OpenMedModelReconciler) record(obj *v1alpha1.OpenMedModel, plan *rollout.Plan, rolloutStart *metav1.Time) {
+// record emits the plan's events and updates the metrics after the status
+// that carries them was written.
+func (r *OpenMedModelReconciler) record(p *pass) {
+	obj, plan := p.obj, &p.plan
+	now := r.Clock()
 	for _, e := range plan.Events {
 		if r.EventRecorder != nil {
 			r.EventRecorder.Eventf(obj, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 		}
 		switch e.Reason {
+		case v1alpha1.RolloutStartedReason:
+			r.rolloutStarted(p.key, now)
 		case v1alpha1.RollbackStartedReason:
 			trigger := "automatic"
 			if strings.HasPrefix(plan.Status.RollbackRequest, rollout.ManualRollbackPrefix) {
 				trigger = "manual"
 			}
-			r.ModelMetrics.countRollback(obj.Namespace, obj.Name, trigger)
+			r.ModelMetrics.countRollback(obj.Namespace, trigger)
 		case v1alpha1.RolloutSucceededReason:
-			if rolloutStart != nil {
-				r.ModelMetrics.observeRollout(obj.Namespace, obj.Name, r.Clock().Sub(rolloutStart.Time))
-			}
+			r.ModelMetrics.rolloutEnded(obj.Namespace, "succeeded", r.rolloutDuration(p.key, now))
+		case v1alpha1.RolloutFailedReason:
+			r.ModelMetrics.rolloutEnded(obj.Namespace, "failed", r.rolloutDuration(p.key, now))
 		}
 	}
+	for _, d := range plan.Drift {
+		managers := d.Managers
+		if len(managers) == 0 {
+			managers = []string{""}
+		}
+		for _, m := range managers {
+			r.ModelMetrics.countDrift(m)
+		}
+	}
+	for _, c := range plan.Conflicts {
+		r.ModelMetrics.countConflict(c.Manager, c.Field)
+	}
+	if plan.RemoveFinalizer {
+		r.ModelMetrics.deleteModel(obj.Namespace, obj.Name)
+		return
+	}
+	ready := apimeta.FindStatusCondition(plan.Status.Conditions, v1alpha1.ReadyCondition)
+	s := modelState{version: plan.Status.ActiveVersion, phase: string(plan.Status.Phase), ready: string(metav1.ConditionUnknown),
+		stalled: apimeta.IsStatusConditionTrue(plan.Status.Conditions, v1alpha1.StalledCondition)}
+	if ready != nil {
+		s.ready, s.reason = string(ready.Status), ready.Reason
+	}
+	r.ModelMetrics.setModelInfo(obj.Namespace, obj.Name, s)
+}
+
+// recordGotk records Flux's per-object gauges (Ready and suspend, four
+// series per model); once the finalizer is gone it deletes them.
+func (r *OpenMedModelReconciler) recordGotk(ctx context.Context, obj *v1alpha1.OpenMedModel) {
+	if r.Metrics != nil {
+		r.Metrics.RecordSuspend(ctx, obj, obj.Spec.Suspend)
+		r.Metrics.RecordReadiness(ctx, obj)
+	}
+}
+
+// rolloutStarted and rolloutDuration time a model rollout from the pass
+// that started it, in memory: the duration metric is an observation, not a
+// record, so a restart mid-rollout only loses one sample.
+func (r *OpenMedModelReconciler) rolloutStarted(key types.NamespacedName, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.rolloutFrom == nil {
+		r.rolloutFrom = map[types.NamespacedName]time.Time{}
+	}
+	r.rolloutFrom[key] = now
+}
+
+func (r *OpenMedModelReconciler) rolloutDuration(key types.NamespacedName, now time.Time) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start, ok := r.rolloutFrom[key]
+	if !ok {
+		return -1
+	}
+	delete(r.rolloutFrom, key)
+	return now.Sub(start)
+}
+
+// forget drops what the reconciler remembers of a resource that is gone.
+func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
+	r.ModelMetrics.deleteModel(key.Namespace, key.Name)
+	r.retries.forget(key)
+	r.modelLag.forget(key)
+	r.mu.Lock()
+	delete(r.rolloutFrom, key)
+	r.mu.Unlock()
 }
 
 // dropKopfFinalizer removes the reference operator's finalizer from a
@@ -466,6 +504,13 @@ func (r *OpenMedModelReconciler) dropKopfFinalizer(ctx context.Context, obj *v1a
 	base := obj.DeepCopy()
 	controllerutil.RemoveFinalizer(obj, kopfFinalizer)
 	return client.IgnoreNotFound(r.Patch(ctx, obj, client.MergeFrom(base)))
+}
+
+func readyReason(st *v1alpha1.OpenMedModelStatus) string {
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); c != nil {
+		return c.Reason
+	}
+	return ""
 }
 
 func klogRef(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

@@ -1,10 +1,13 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -36,24 +40,105 @@ func TestMain(m *testing.M) {
 	testenv.Main(m, func(e *testenv.Environment) { env = e })
 }
 
-// writeCounter counts the mutating requests a client sends.
+// writeCounter counts the mutating requests a client sends, keeps their
+// bodies, and fails the ones a fault rule selects.
 type writeCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	bodies map[string][]string
+	faults []*fault
 	total  atomic.Int64
+}
+
+// fault answers the writes it matches with status instead of the API
+// server, times times (negative: until cleared), before or after the
+// request took effect.
+type fault struct {
+	match  func(method, path, body string) bool
+	status int
+	after  bool
+	times  int
+	hits   atomic.Int64
+}
+
+// inject adds a fault rule and returns a function that clears it.
+func (w *writeCounter) inject(f *fault) func() {
+	w.mu.Lock()
+	w.faults = append(w.faults, f)
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		for i, x := range w.faults {
+			if x == f {
+				w.faults = append(w.faults[:i], w.faults[i+1:]...)
+				return
+			}
+		}
+	}
+}
+
+func (w *writeCounter) faultFor(method, path, body string) *fault {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.faults {
+		if f.times != 0 && f.match(method, path, body) {
+			if f.times > 0 {
+				f.times--
+			}
+			f.hits.Add(1)
+			return f
+		}
+	}
+	return nil
 }
 
 func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			w.total.Add(1)
-			w.mu.Lock()
-			w.counts[req.Method+" "+req.URL.Path]++
-			w.mu.Unlock()
+		default:
+			return rt.RoundTrip(req)
 		}
-		return rt.RoundTrip(req)
+		var body []byte
+		if req.Body != nil {
+			body, _ = io.ReadAll(req.Body)
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		key := req.Method + " " + req.URL.Path
+		w.total.Add(1)
+		w.mu.Lock()
+		w.counts[key]++
+		w.bodies[key] = append(w.bodies[key], string(body))
+		w.mu.Unlock()
+		f := w.faultFor(req.Method, req.URL.Path, string(body))
+		if f == nil {
+			return rt.RoundTrip(req)
+		}
+		if f.after {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		}
+		msg := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"ServiceUnavailable","code":%d}`, f.status)
+		return &http.Response{StatusCode: f.status, Status: http.StatusText(f.status), Request: req,
+			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(msg))}, nil
 	})
+}
+
+// requests returns the bodies of the writes sent to paths ending in suffix.
+func (w *writeCounter) requests(method, suffix string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for k, v := range w.bodies {
+		if strings.HasPrefix(k, method+" ") && strings.HasSuffix(k, suffix) {
+			out = append(out, v...)
+		}
+	}
+	return out
 }
 
 func (w *writeCounter) snapshot() (int64, map[string]int) {
@@ -83,11 +168,12 @@ type operator struct {
 // registers its own openmed_* metrics in a private registry.
 func startOperator(t *testing.T) *operator {
 	t.Helper()
-	writes := &writeCounter{counts: map[string]int{}}
+	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = writes.wrap
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  env.Scheme,
+		Cache:   cache.Options{ByObject: controllers.CacheByObject(nil)},
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Managers are started and stopped many times in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -95,12 +181,17 @@ func startOperator(t *testing.T) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recorder, err := events.NewRecorder(mgr.GetLogger(), "", controllers.ControllerName, events.WithManager(mgr))
+	registry := prometheus.NewRegistry()
+	metrics := controllers.NewMetrics(registry)
+	kubeEvents := controllers.NewEventRecorder(mgr.GetClient(), env.Scheme, controllers.ControllerName, metrics, mgr.GetLogger())
+	if err := mgr.Add(kubeEvents); err != nil {
+		t.Fatal(err)
+	}
+	recorder, err := events.NewRecorder(mgr.GetLogger(), "", controllers.ControllerName,
+		events.WithScheme(env.Scheme), events.WithLegacyEventRecorder(kubeEvents))
 	if err != nil {
 		t.Fatal(err)
 	}
-	registry := prometheus.NewRegistry()
-	metrics := controllers.NewMetrics(registry)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &controllers.OpenMedModelReconciler{
 		Client:          mgr.GetClient(),

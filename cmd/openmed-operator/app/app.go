@@ -23,7 +23,6 @@ import (
 	"github.com/fluxcd/pkg/runtime/logger"
 	"github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -32,7 +31,6 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -91,6 +89,17 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Logger.BindFlags(fs)
 	o.LeaderElection.BindFlags(fs)
 	o.RateLimiter.BindFlags(fs)
+	// A failed pass is retried within seconds, not Flux's 15-minute cap: a
+	// model that missed a rollout step must catch up as soon as the API
+	// server answers again.
+	for name, def := range map[string]string{
+		"min-retry-delay": controllers.RetryBaseDelay.String(),
+		"max-retry-delay": controllers.RetryMaxDelay.String(),
+	} {
+		f := fs.Lookup(name)
+		_ = f.Value.Set(def)
+		f.DefValue = def
+	}
 
 	// WatchOptions also binds --watch-configs-label-selector, which selects
 	// ConfigMaps and Secrets a Flux controller reads; this operator reads
@@ -169,7 +178,13 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	recorder, err := events.NewRecorder(mgr.GetLogger(), opts.EventsAddr, controllers.ControllerName, events.WithManager(mgr))
+	modelMetrics := controllers.MustRegisterMetrics()
+	kubeEvents := controllers.NewEventRecorder(mgr.GetClient(), scheme, controllers.ControllerName, modelMetrics, mgr.GetLogger().WithName("events"))
+	if err := mgr.Add(kubeEvents); err != nil {
+		return err
+	}
+	recorder, err := events.NewRecorder(mgr.GetLogger(), opts.EventsAddr, controllers.ControllerName,
+		events.WithScheme(scheme), events.WithLegacyEventRecorder(kubeEvents))
 	if err != nil {
 		return fmt.Errorf("create events recorder: %w", err)
 	}
@@ -179,8 +194,10 @@ func Run(ctx context.Context, opts Options) error {
 		APIReader:       mgr.GetAPIReader(),
 		EventRecorder:   recorder,
 		Metrics:         &gotk,
-		ModelMetrics:    controllers.MustRegisterMetrics(),
+		ModelMetrics:    modelMetrics,
 		RequeueInterval: opts.RequeueInterval,
+		RetryBaseDelay:  opts.RateLimiter.MinRetryDelay,
+		RetryMaxDelay:   opts.RateLimiter.MaxRetryDelay,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllers.Options{
 		MaxConcurrentReconciles: opts.Concurrent,
@@ -198,16 +215,12 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // managerOptions translates the options into controller-runtime's. The
-// caches hold only what the reconciler reads: the shard's OpenMedModels and
-// the ConfigMaps the operator created (other ConfigMap names are read
-// directly), in the watched namespace or all of them.
+// caches hold only what the reconciler reads (controllers.CacheByObject):
+// the shard's OpenMedModels, the ConfigMaps the operator created, and
+// Deployments pruned to the fields a decision needs, in the watched
+// namespace or all of them.
 func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.Options {
-	cacheOpts := cache.Options{
-		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.OpenMedModel{}: {Label: scope.Selector},
-			&corev1.ConfigMap{}:      {Label: labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue})},
-		},
-	}
+	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(scope.Selector)}
 	if scope.Namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{scope.Namespace: {}}
 	}

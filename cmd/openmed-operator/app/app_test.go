@@ -33,7 +33,8 @@ func TestDefaults(t *testing.T) {
 	if o.MetricsAddr != ":8080" || o.HealthAddr != ":9440" || o.Concurrent != 4 {
 		t.Errorf("addresses and concurrency = %q %q %d", o.MetricsAddr, o.HealthAddr, o.Concurrent)
 	}
-	if o.RateLimiter.MinRetryDelay != 750*time.Millisecond || o.RateLimiter.MaxRetryDelay != 15*time.Minute {
+	// Seconds, not Flux's 15-minute cap: a failed pass is retried soon.
+	if o.RateLimiter.MinRetryDelay != 250*time.Millisecond || o.RateLimiter.MaxRetryDelay != 10*time.Second {
 		t.Errorf("retry delays = %+v", o.RateLimiter)
 	}
 }
