@@ -161,6 +161,25 @@ func TestSharingTheTarget(t *testing.T) {
 		}
 	})
 
+	// configMapKeyRef is atomic in the Deployment schema: the operator's
+	// apply replaces the chart's whole reference, optional flag included,
+	// so the release leaves no half reference behind.
+	t.Run("a chart's own optional reference is released into a valid Deployment", func(t *testing.T) {
+		c := newClusterWith(t, func(d *appsv1.Deployment) {
+			d.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: v1alpha1.PreloadEnvVar, ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "chart-config"}, Key: "preload", Optional: ptr.To(true)}}}}
+		})
+		c.readyAt(v1)
+		c.deleteModel()
+		p := c.pass()
+		if p.Release == nil || !p.RemoveFinalizer {
+			t.Fatalf("release %+v", p.Release)
+		}
+		if e := PreloadEnv(c.dep(), "openmed-service"); e == nil || e.ValueFrom != nil {
+			t.Fatalf("after the release: %+v", e)
+		}
+	})
+
 	t.Run("a rolling update strategy keeps its JSON types", func(t *testing.T) {
 		c := newCluster(t)
 		c.editModel(func(m *v1alpha1.OpenMedModel) {
