@@ -123,7 +123,7 @@ IMG ?= ghcr.io/openmed/openmed-operator:v0.1.0
 
 .PHONY: operator
 operator: ## Build the operator binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/openmed-operator ./cmd/openmed-operator
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(BIN)/openmed-operator ./cmd/openmed-operator
 
 .PHONY: plugin
 plugin: ## Build the kubectl plugin into bin/kubectl-openmed (put bin/ on PATH for `kubectl openmed`).
@@ -135,7 +135,7 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 
 .PHONY: test
 test: clusterbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
-	go test $(GO_TEST_FLAGS) ./...
+	OPENMED_SCALE_STEADY=5s go test $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
 
 .PHONY: e2e
@@ -146,6 +146,13 @@ e2e: clusterbin ## Run only the end-to-end tests (local control plane, operator 
 fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s).
 	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateJSON -fuzztime $(or $(FUZZTIME),60s)
 	go test ./pkg/rollout -run '^$$' -fuzz FuzzDecideSequences -fuzztime $(or $(FUZZTIME),60s)
+
+# N is the list of sizes `make bench-scale` runs, e.g. N=100,1000,2000.
+N ?= 100,1000
+
+.PHONY: bench-scale
+bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory.
+	OPENMED_SCALE_N=$(N) go test -count=1 -timeout 90m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.

@@ -1,14 +1,18 @@
 package controllers
 
 import (
+	"bytes"
 	"strings"
+	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -20,22 +24,27 @@ import (
 //
 //   - Deployments are pruned to what a decision reads (the operator's
 //     annotations, replicas, strategy, deadline, paused, the preload env
-//     entry of each container, status) and keep their managedFields, which
-//     drift attribution reads; image, probes, resources, labels and other
-//     annotations (a client-side apply's last-applied-configuration can be
-//     the size of the object) are dropped.
+//     entry of each container, status), and their managedFields to the
+//     entries and fields that attribute those: image, probes, resources,
+//     labels and other annotations (a client-side apply's
+//     last-applied-configuration can be the size of the object) are dropped.
 //   - ConfigMaps are only the ones the operator created (its managed-by
-//     label), without managedFields.
-//   - OpenMedModels are kept whole but for managedFields.
+//     label), with their name and owner only: a manifest ConfigMap is
+//     immutable and named by the hash of its content, so its owner and name
+//     say what it holds.
+//   - OpenMedModels are kept whole but for managedFields and the
+//     annotations the operator does not read (a client-side apply's
+//     last-applied-configuration); the strings every resource repeats
+//     (condition types, reasons and messages) are stored once.
 //
 // The reconciler works on unpruned objects too; the pruning only saves
 // memory.
 func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
-		&v1alpha1.OpenMedModel{}: {Label: models, Transform: toolscache.TransformFunc(cache.TransformStripManagedFields())},
+		&v1alpha1.OpenMedModel{}: {Label: models, Transform: PruneModel},
 		&corev1.ConfigMap{}: {
 			Label:     labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}),
-			Transform: toolscache.TransformFunc(cache.TransformStripManagedFields()),
+			Transform: PruneConfigMap,
 		},
 		&appsv1.Deployment{}: {Transform: PruneDeployment},
 	}
@@ -54,7 +63,7 @@ func PruneDeployment(obj any) (any, error) {
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
 	out.Annotations = ourAnnotations(d.Annotations)
-	out.ManagedFields = d.ManagedFields
+	out.ManagedFields = pruneManagedFields(d.ManagedFields)
 	out.Spec.Replicas = d.Spec.Replicas
 	out.Spec.Paused = d.Spec.Paused
 	out.Spec.ProgressDeadlineSeconds = d.Spec.ProgressDeadlineSeconds
@@ -72,7 +81,168 @@ func PruneDeployment(obj any) (any, error) {
 		}
 	}
 	out.Status = d.Status
+	out.Status.Conditions = append([]appsv1.DeploymentCondition(nil), d.Status.Conditions...)
+	for i := range out.Status.Conditions {
+		// Decisions read a condition's type, status, reason and update
+		// time; the message names a ReplicaSet and is not kept.
+		c := &out.Status.Conditions[i]
+		c.Type, c.Reason, c.Message = appsv1.DeploymentConditionType(intern(string(c.Type))), intern(c.Reason), ""
+	}
 	return out, nil
+}
+
+// PruneModel is the cache transform for OpenMedModels (see CacheByObject).
+func PruneModel(obj any) (any, error) {
+	m, ok := obj.(*v1alpha1.OpenMedModel)
+	if !ok {
+		return obj, nil
+	}
+	m.ManagedFields = nil
+	if _, ok := m.Annotations[lastApplied]; ok {
+		delete(m.Annotations, lastApplied)
+	}
+	for i := range m.Status.Conditions {
+		c := &m.Status.Conditions[i]
+		c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), intern(c.Message)
+	}
+	st := &m.Status
+	st.Phase = v1alpha1.Phase(intern(string(st.Phase)))
+	// A status repeats its versions and hashes (desired, applied, active,
+	// each history entry and its spec views): one copy each.
+	for _, p := range []*string{&m.Spec.Version, &m.Spec.Family, &st.DesiredVersion, &st.ActiveVersion,
+		&st.DesiredSpecHash, &st.AppliedSpecHash, &st.FailedSpecHash, &st.ManifestHash, &st.ManifestConfigMapName, &st.TargetName} {
+		*p = intern(*p)
+	}
+	for i := range st.History {
+		h := &st.History[i]
+		h.Version, h.SpecHash, h.ManifestHash = intern(h.Version), intern(h.SpecHash), intern(h.ManifestHash)
+		internSpec(&h.Spec)
+	}
+	for _, n := range []*v1alpha1.NormalizedSpec{st.LastSuccessfulSpec, st.PreviousSuccessfulSpec, st.RollbackSpec} {
+		if n != nil {
+			internSpec(n)
+		}
+	}
+	return m, nil
+}
+
+func internSpec(n *v1alpha1.NormalizedSpec) {
+	n.Family, n.Version, n.ManifestConfigMapName = intern(n.Family), intern(n.Version), intern(n.ManifestConfigMapName)
+	n.TargetRef.Name, n.TargetRef.ContainerName = intern(n.TargetRef.Name), intern(n.TargetRef.ContainerName)
+}
+
+// lastApplied is kubectl's (and Argo CD's) client-side apply record.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// intern returns the one copy of s kept for all cached objects: condition
+// texts are fixed strings every resource repeats.
+func intern(s string) string { return unique.Make(s).Value() }
+
+// PruneConfigMap is the cache transform for manifest ConfigMaps: metadata
+// that identifies them and their owner, no data.
+func PruneConfigMap(obj any) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.ConfigMap{TypeMeta: cm.TypeMeta, Immutable: cm.Immutable}
+	out.Namespace, out.Name, out.UID, out.ResourceVersion = cm.Namespace, cm.Name, cm.UID, cm.ResourceVersion
+	out.CreationTimestamp, out.DeletionTimestamp = cm.CreationTimestamp, cm.DeletionTimestamp
+	out.OwnerReferences = cm.OwnerReferences
+	for i := range out.OwnerReferences {
+		ref := &out.OwnerReferences[i]
+		ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
+	}
+	if !ptr.Deref(cm.Immutable, false) {
+		// Not one the operator wrote: keep the data, so it is not taken
+		// for a manifest.
+		out.Data = cm.Data
+	}
+	return out, nil
+}
+
+// pruneManagedFields keeps, of each managedFields entry of the main
+// resource, the fields drift attribution and the release read: the
+// operator's annotations, replicas, strategy, progress deadline, the pod
+// template's operator annotations and each container's preload env entry.
+// Status entries are dropped.
+func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+	var out []metav1.ManagedFieldsEntry
+	for _, e := range entries {
+		if e.Subresource != "" || e.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+			out = append(out, e)
+			continue
+		}
+		kept := fieldpath.NewSet()
+		set.Iterate(func(p fieldpath.Path) {
+			if attributes(p) {
+				kept.Insert(p)
+			}
+		})
+		if kept.Empty() {
+			continue
+		}
+		raw, err := kept.ToJSON()
+		if err != nil {
+			out = append(out, e)
+			continue
+		}
+		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		e.Time = nil
+		out = append(out, e)
+	}
+	return out
+}
+
+// attributes reports whether a managedFields path is one a decision reads.
+func attributes(p fieldpath.Path) bool {
+	name := func(i int) string {
+		if i < len(p) && p[i].FieldName != nil {
+			return *p[i].FieldName
+		}
+		return ""
+	}
+	switch {
+	case name(0) == "metadata":
+		return len(p) < 3 || (name(1) == "annotations" && strings.HasPrefix(name(2), "openmed.ai/"))
+	case name(0) != "spec":
+		return false
+	case len(p) == 1:
+		return true
+	}
+	switch name(1) {
+	case "replicas", "progressDeadlineSeconds", "strategy":
+		return true
+	case "template":
+	default:
+		return false
+	}
+	switch {
+	case len(p) < 4:
+		return true
+	case name(2) == "metadata":
+		return name(3) == "annotations" && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/"))
+	case name(2) != "spec" || name(3) != "containers":
+		return false
+	case len(p) < 7:
+		// The containers list, one container, or a field of it.
+		return len(p) < 6 || name(5) == "name" || name(5) == "env"
+	}
+	// containers[name=x].env[name=y]...: only the preload entry.
+	key := p[6].Key
+	if name(5) != "env" || key == nil {
+		return false
+	}
+	for _, f := range *key {
+		if f.Name == "name" && f.Value.AsString() == v1alpha1.PreloadEnvVar {
+			return true
+		}
+	}
+	return false
 }
 
 // ourAnnotations keeps the openmed.ai annotations.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -41,11 +42,13 @@ type EventRecorder struct {
 	now     func() time.Time
 }
 
-// Event delivery limits.
+// Event delivery limits. A wave of rollouts emits events faster than one
+// writer posts them, so a few write in parallel from a deep queue.
 const (
 	EventRetries    = 6
 	EventBackoffCap = 4 * time.Second
-	eventQueueSize  = 1024
+	eventQueueSize  = 8192
+	eventWriters    = 4
 )
 
 var _ record.EventRecorder = &EventRecorder{}
@@ -67,6 +70,19 @@ func NewEventRecorder(c client.Client, scheme *runtime.Scheme, component string,
 // Start posts queued events until ctx ends, then gives the queue a second
 // to drain; what is left is counted as dropped.
 func (r *EventRecorder) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range eventWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.write(ctx)
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+func (r *EventRecorder) write(ctx context.Context) {
 	for {
 		select {
 		case e := <-r.queue:
@@ -79,7 +95,7 @@ func (r *EventRecorder) Start(ctx context.Context) error {
 				case e := <-r.queue:
 					r.post(drain, e)
 				default:
-					return nil
+					return
 				}
 			}
 		}

@@ -48,11 +48,11 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) *rollout.
 			precondition = rv
 		}
 		if plan.ReleaseReplicas {
-			next, err := target.DropField(ctx, r.Client, dep, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
+			next, err := target.DropField(ctx, r.Client, r.APIReader, dep.Namespace, dep.Name, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
 			if err != nil {
 				return fail(rollout.StepApply, err)
 			}
-			if next != rv {
+			if next != "" && next != rv {
 				rv, precondition = next, ""
 				seen = append(seen, rv)
 			}

@@ -7,12 +7,14 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -173,12 +175,21 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 // cacheLag); other status-only updates are the operator's own and wake
 // nothing.
 func (r *OpenMedModelReconciler) awaitedUpdate(e event.UpdateEvent) bool {
-	return r.modelLag.waiting(client.ObjectKeyFromObject(e.ObjectNew))
+	key := client.ObjectKeyFromObject(e.ObjectNew)
+	if !r.modelLag.waiting(key) {
+		return false
+	}
+	// The awaited write has arrived when the new version is not one the
+	// record lists; the record goes, and the pass it woke decides.
+	r.modelLag.behind(key, e.ObjectNew.GetResourceVersion())
+	return true
 }
 
 // requestsForDeployment maps a Deployment to the OpenMedModels that target it
 // or name it in their owner annotation.
 func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o client.Object) []reconcile.Request {
+	// A version the operator did not write ends the wait for its own.
+	r.targetLag.behind(client.ObjectKeyFromObject(o), o.GetResourceVersion())
 	var list v1alpha1.OpenMedModelList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndexKey: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list OpenMedModels for Deployment", "Deployment", klogRef(o))
@@ -385,23 +396,41 @@ func (r *OpenMedModelReconciler) cachedDeployment(ctx context.Context, namespace
 
 // patchStatus writes the planned status in one merge patch guarded by the
 // resourceVersion the pass read, and nothing when it is unchanged: a steady
-// pass makes no write at all.
+// pass makes no write at all. The patch is the merge diff of the status
+// alone (metadata.resourceVersion is the precondition), so a write costs
+// what changed, not two encodings of the whole object.
 func (r *OpenMedModelReconciler) patchStatus(ctx context.Context, p *pass) error {
 	if apiequality.Semantic.DeepEqual(p.obj.Status, p.plan.Status) {
 		return nil
 	}
-	base := p.obj.DeepCopy()
-	p.obj.Status = p.plan.Status
-	if err := r.Status().Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(StatusFieldOwner)); err != nil {
-		p.obj.Status = base.Status
+	before, rv := p.obj.Status, p.obj.ResourceVersion
+	diff, err := statusMergePatch(before, p.plan.Status)
+	if err != nil {
+		return err
+	}
+	body := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":%s}`, rv, diff)
+	if err := r.Status().Patch(ctx, p.obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(StatusFieldOwner)); err != nil {
+		p.obj.Status = before
 		if !p.obj.DeletionTimestamp.IsZero() && apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("patch status of OpenMedModel %s/%s: %w", p.obj.Namespace, p.obj.Name, err)
 	}
-	p.modelRVs = append(p.modelRVs, base.ResourceVersion)
+	p.modelRVs = append(p.modelRVs, rv)
 	return nil
+}
+
+// statusMergePatch is the JSON merge patch from one status to another.
+func statusMergePatch(from, to v1alpha1.OpenMedModelStatus) ([]byte, error) {
+	a, err := json.Marshal(from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(to)
+	if err != nil {
+		return nil, err
+	}
+	return jsonpatch.CreateMergePatch(a, b)
 }
 
 // record emits the plan's events and updates the metrics after the status

@@ -144,12 +144,13 @@ func TestManualRollback(t *testing.T) {
 	v2Hash := waitServing(t, ns, v2).d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
 
 	annotate(t, ns, v1alpha1.RollbackToAnnotation, v1)
+	// Held: the Deployment settled on v1 and the model says the rollback
+	// succeeded (the pass that sees the Deployment settle comes a moment
+	// after the Deployment does).
 	s := waitState(t, ns, "held at v1", func(s state) bool {
-		return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseRolledBack && s.m.Status.ActiveVersion == v1 && settled(s.d)
+		return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseRolledBack && s.m.Status.ActiveVersion == v1 && settled(s.d) &&
+			s.snap.Condition(v1alpha1.RolledBackCondition) == "True/"+v1alpha1.RollbackSucceededReason
 	})
-	if got := s.snap.Condition(v1alpha1.RolledBackCondition); got != "True/"+v1alpha1.RollbackSucceededReason {
-		t.Errorf("RolledBack = %s", got)
-	}
 	if got := s.d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]; got != v1Hash {
 		t.Errorf("template hash = %s, want v1's %s", got, v1Hash)
 	}

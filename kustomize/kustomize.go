@@ -6,13 +6,14 @@ package kustomize
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"time"
 
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/pkg/ssa"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -27,7 +28,8 @@ const (
 	NamespacedOverlay = "namespaced"
 )
 
-// FieldManager is the server-side apply field manager Apply uses.
+// FieldManager is the server-side apply field manager Apply uses (Flux's
+// ssa package records it as the owner of the applied fields).
 const FieldManager = "openmed-install"
 
 // Dir is the directory of this package, which holds the overlays.
@@ -61,24 +63,23 @@ func Build(dir string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
-// Apply server-side applies objs in order with strict field validation, as
-// FieldManager and without forcing conflicts: a field another manager owns
-// with a different value is an error, not taken over. Namespaces and CRDs
-// must come before the objects that need them, as Build returns them. It
-// returns the objects as the API server stored them.
-func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
-	applied := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, obj := range objs {
-		body, err := json.Marshal(obj.Object)
-		if err != nil {
-			return applied, err
-		}
-		live := obj.DeepCopy()
-		if err := c.Patch(ctx, live, client.RawPatch(types.ApplyPatchType, body),
-			client.FieldOwner(FieldManager), client.FieldValidation("Strict")); err != nil {
-			return applied, fmt.Errorf("apply %s %s: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
-		}
-		applied = append(applied, live)
+// Apply server-side applies objs the way Flux's kustomize-controller applies
+// a bundle (fluxcd/pkg/ssa): cluster definitions first (CRDs, ClusterRoles,
+// Namespaces), waiting until the CRDs are established, then the rest, each
+// object only when a dry run shows a change, as FieldManager. It returns
+// what changed per object.
+func Apply(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) (*ssa.ChangeSet, error) {
+	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
+	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: "openmed.ai"})
+	opts := ssa.DefaultApplyOptions()
+	opts.WaitInterval = 200 * time.Millisecond
+	copies := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		copies[i] = o.DeepCopy()
 	}
-	return applied, nil
+	cs, err := rm.ApplyAllStaged(ctx, copies, opts)
+	if err != nil {
+		return cs, fmt.Errorf("apply the install bundle: %w", err)
+	}
+	return cs, nil
 }

@@ -50,8 +50,9 @@ func shippedArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
 // TestInstalledServiceAccount installs each overlay, then runs the operator
 // with the shipped flags as the bundle's ServiceAccount (every request
 // impersonates it, so the API server's RBAC decides): a rollout and a
-// deletion complete, the metrics endpoint serves controller-runtime, gotk_*
-// and openmed_* metrics, and SIGTERM shuts the process down cleanly. The
+// deletion complete, the metrics endpoint serves controller-runtime,
+// openmed_* and (with --gotk-metrics) gotk_* metrics, and SIGTERM shuts the
+// process down cleanly. The
 // namespaced install leaves a model in another namespace alone.
 func TestInstalledServiceAccount(t *testing.T) {
 	for _, tc := range []struct {
@@ -96,7 +97,7 @@ func TestInstalledServiceAccount(t *testing.T) {
 				t.Fatalf("listing Secrets as the ServiceAccount: err = %v, want Forbidden", err)
 			}
 
-			p := startOperator(t, tc.overlay, kc, tc.namespace, shippedArgs(t, objs)...)
+			p := startOperator(t, tc.overlay, kc, tc.namespace, append(shippedArgs(t, objs), "--gotk-metrics")...)
 			createTarget(t, target, "svc")
 			createModel(t, target, "svc", nil)
 			waitPhase(t, target, "svc", v1alpha1.PhaseRollingOut)

@@ -358,7 +358,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 		precondition = obs.Deployment.ResourceVersion
 	}
 	if plan.ReleaseReplicas {
-		if _, err := target.DropField(ctx, cl, obs.Deployment, DefaultFieldManager, fieldpath.MakePathOrDie("spec", "replicas")); err != nil {
+		if _, err := target.DropField(ctx, cl, cl, obs.Deployment.Namespace, obs.Deployment.Name, DefaultFieldManager, fieldpath.MakePathOrDie("spec", "replicas")); err != nil {
 			return err
 		}
 		precondition = ""

@@ -98,9 +98,18 @@ func ownedBy(cm *corev1.ConfigMap, obj *v1alpha1.OpenMedModel) bool {
 }
 
 // configMapMatches reports whether cm is the ConfigMap want describes: owned
-// by obj with the same data. Labels and extra metadata do not matter.
+// by obj with the same data. Labels and extra metadata do not matter. A
+// ConfigMap read without its data (a cache that keeps metadata only; see
+// controllers.CacheByObject) matches by owner and name: the operator creates
+// manifest ConfigMaps immutable and names them by their content's hash.
 func configMapMatches(cm *corev1.ConfigMap, want *corev1.ConfigMap, obj *v1alpha1.OpenMedModel) bool {
-	if !ownedBy(cm, obj) || len(cm.Data) != len(want.Data) {
+	if !ownedBy(cm, obj) {
+		return false
+	}
+	if cm.Data == nil && ptr.Deref(cm.Immutable, false) {
+		return true
+	}
+	if len(cm.Data) != len(want.Data) {
 		return false
 	}
 	for k, v := range want.Data {

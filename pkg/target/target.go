@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/fluxcd/pkg/ssa"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,35 +57,47 @@ func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructur
 	if err != nil {
 		return err
 	}
-	ops := ssa.PatchRemoveFieldsManagers(applied, []ssa.FieldManager{{
-		Name: fieldManager, ExactMatch: true, OperationType: metav1.ManagedFieldsOperationApply,
-	}})
-	if len(ops) == 0 {
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range applied.GetManagedFields() {
+		if e.Manager != fieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == len(applied.GetManagedFields()) {
 		return nil
 	}
-	if _, err := jsonPatch(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), ops); err != nil {
+	if len(kept) == 0 {
+		// An empty list would leave managedFields unchanged; one empty
+		// entry clears them.
+		kept = []metav1.ManagedFieldsEntry{{}}
+	}
+	if _, err := replaceManagedFields(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), kept); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", fieldManager, applied.GetNamespace(), applied.GetName(), err))
 	}
 	return nil
 }
 
-// DropField removes path from fieldManager's Apply entry on dep, leaving the
-// field's value in place with no owner: the next apply without the field
-// does not reset it. dep must carry managedFields; the write is guarded by
-// its resourceVersion. It returns the new resourceVersion, or dep's when the
-// entry does not own the field.
-func DropField(ctx context.Context, c client.Client, dep *appsv1.Deployment, fieldManager string, path fieldpath.Path) (string, error) {
+// DropField removes path from fieldManager's Apply entry on the Deployment
+// namespace/name, leaving the field's value in place with no owner: the next
+// apply without the field does not reset it. The managedFields are read from
+// reader (the API server, not a cache that may hold them pruned) and the
+// write is guarded by the resourceVersion read. It returns the new
+// resourceVersion, or "" when the entry does not own the field.
+func DropField(ctx context.Context, c client.Client, reader client.Reader, namespace, name, fieldManager string, path fieldpath.Path) (string, error) {
+	dep := &appsv1.Deployment{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
+		return "", fmt.Errorf("read Deployment %s/%s: %w", namespace, name, err)
+	}
 	entries, changed, err := WithoutField(dep.ManagedFields, fieldManager, path)
 	if err != nil {
-		return "", fmt.Errorf("read managedFields of Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+		return "", fmt.Errorf("read managedFields of Deployment %s/%s: %w", namespace, name, err)
 	}
 	if !changed {
-		return dep.ResourceVersion, nil
+		return "", nil
 	}
-	ops := []ssa.JSONPatch{ssa.NewPatchReplace("/metadata/managedFields", entries)}
-	live, err := jsonPatch(ctx, c, dep.Namespace, dep.Name, dep.ResourceVersion, ops)
+	live, err := replaceManagedFields(ctx, c, namespace, name, dep.ResourceVersion, entries)
 	if err != nil {
-		return "", fmt.Errorf("drop %s from field manager %q on Deployment %s/%s: %w", path, fieldManager, dep.Namespace, dep.Name, err)
+		return "", fmt.Errorf("drop %s from field manager %q on Deployment %s/%s: %w", path, fieldManager, namespace, name, err)
 	}
 	return live.GetResourceVersion(), nil
 }
@@ -117,26 +128,22 @@ func WithoutField(entries []metav1.ManagedFieldsEntry, fieldManager string, path
 	return out, changed, nil
 }
 
-// jsonPatch sends ops to a Deployment as a JSON patch conditional on
-// resourceVersion and returns the patched object: the patch sets
-// metadata.resourceVersion, which the API server compares with the stored
-// one (409 Conflict on a mismatch; a JSON patch "test" op would fail as 422
-// Invalid instead, indistinguishable from a rejected request).
-func jsonPatch(ctx context.Context, c client.Client, namespace, name, resourceVersion string, ops []ssa.JSONPatch) (*unstructured.Unstructured, error) {
+// replaceManagedFields replaces a Deployment's managedFields with entries
+// in a JSON patch conditional on resourceVersion and returns the patched
+// object: the patch sets metadata.resourceVersion, which the API server
+// compares with the stored one (409 Conflict on a mismatch; a JSON patch
+// "test" op would fail as 422 Invalid instead, indistinguishable from a
+// rejected request).
+func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry) (*unstructured.Unstructured, error) {
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
-		Value any    `json:"value,omitempty"`
+		Value any    `json:"value"`
 	}
-	body := []op{{Op: "replace", Path: "/metadata/resourceVersion", Value: resourceVersion}}
-	for _, o := range ops {
-		next := op{Op: o.Operation, Path: o.Path}
-		if len(o.Value) > 0 {
-			next.Value = o.Value
-		}
-		body = append(body, next)
-	}
-	data, err := json.Marshal(body)
+	data, err := json.Marshal([]op{
+		{Op: "replace", Path: "/metadata/resourceVersion", Value: resourceVersion},
+		{Op: "replace", Path: "/metadata/managedFields", Value: entries},
+	})
 	if err != nil {
 		return nil, err
 	}

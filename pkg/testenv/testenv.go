@@ -46,9 +46,21 @@ type Environment struct {
 	calls chan func()
 }
 
+// Options change how Start runs the control plane.
+type Options struct {
+	// APIServerFlags are extra kube-apiserver flags, name to value (for
+	// example "audit-log-path").
+	APIServerFlags map[string]string
+}
+
 // Start launches the control plane and installs the CRDs from the module's
 // kustomize/crd/bases directory.
 func Start() (*Environment, error) {
+	return StartWith(Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(opts Options) (*Environment, error) {
 	assets, err := assetsDir()
 	if err != nil {
 		return nil, err
@@ -69,6 +81,9 @@ func Start() (*Environment, error) {
 		CRDDirectoryPaths:     []string{CRDDirectory()},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+	}
+	for name, value := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	e := &Environment{Scheme: scheme, env: env, wrapDir: wrapDir, calls: make(chan func())}
 	// The parent-death signal fires when the *thread* that forked a
@@ -94,6 +109,17 @@ func Start() (*Environment, error) {
 		return nil, errors.Join(err, e.Stop())
 	}
 	return e, nil
+}
+
+// AddUser provisions a user the API server authenticates (with groups, for
+// example system:masters) and returns a kubeconfig for it, so a process's
+// requests can be told apart from the tests' in the audit log.
+func (e *Environment) AddUser(name string, groups ...string) ([]byte, error) {
+	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.KubeConfig()
 }
 
 // onThread runs f on the goroutine that owns the processes.

@@ -29,7 +29,6 @@ const (
 var (
 	deploymentKind     = schema.GroupKind{Group: "apps", Kind: "Deployment"}
 	serviceAccountKind = schema.GroupKind{Kind: "ServiceAccount"}
-	crdKind            = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 )
 
 // ExamplesDir is the module's examples directory.

@@ -3,12 +3,9 @@ package demo
 import (
 	"context"
 	"fmt"
-	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/kustomize"
@@ -16,7 +13,7 @@ import (
 
 // Bundle is what InstallBundle did.
 type Bundle struct {
-	// Applied are the objects applied, as the API server stored them.
+	// Applied are the objects applied.
 	Applied []*unstructured.Unstructured
 	// Skipped are the objects left out: the operator's own Deployment, whose
 	// work a local process does instead.
@@ -25,9 +22,10 @@ type Bundle struct {
 	ServiceAccount types.NamespacedName
 }
 
-// InstallBundle renders the kustomize overlay in dir, server-side applies all
-// of it except the operator Deployment, and waits until every CRD in it is
-// established, so custom resources can be created right after.
+// InstallBundle renders the kustomize overlay in dir and server-side applies
+// all of it except the operator Deployment (kustomize.Apply, which waits
+// until the CRDs are established, so custom resources can be created right
+// after).
 //
 // The Deployment is left out because the operator runs on this machine as a
 // process of its own: on a kwok cluster its pods would only be simulated and
@@ -53,36 +51,9 @@ func InstallBundle(ctx context.Context, c client.Client, dir string) (Bundle, er
 	if b.ServiceAccount.Name == "" {
 		return Bundle{}, fmt.Errorf("bundle %s has no ServiceAccount", dir)
 	}
-	if b.Applied, err = kustomize.Apply(ctx, c, apply); err != nil {
+	if _, err := kustomize.Apply(ctx, c, apply); err != nil {
 		return b, err
 	}
-	for _, obj := range b.Applied {
-		if obj.GroupVersionKind().GroupKind() == crdKind {
-			if err := waitEstablished(ctx, c, obj.GetName()); err != nil {
-				return b, err
-			}
-		}
-	}
+	b.Applied = apply
 	return b, nil
-}
-
-// waitEstablished waits for the CRD's Established condition: before it, the
-// API server answers 404 for the new resource.
-func waitEstablished(ctx context.Context, c client.Client, name string) error {
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return false, err
-		}
-		for _, cond := range crd.Status.Conditions {
-			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("CustomResourceDefinition %s not established: %w", name, err)
-	}
-	return nil
 }

@@ -28,14 +28,15 @@ func ModuleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
 
-// BuildOperator builds the openmed-operator binary into dir and returns its
-// path. The go command of the toolchain running this program does the build,
-// so `go run` and `go test` never fetch a second toolchain.
+// BuildOperator builds the openmed-operator binary into dir the way the
+// image builds it (static, stripped) and returns its path. The go command
+// of the toolchain running this program does the build, so `go run` and
+// `go test` never fetch a second toolchain.
 func BuildOperator(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "openmed-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, OperatorPackage)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, OperatorPackage)
 	cmd.Dir = ModuleRoot()
-	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+goruntime.Version())
+	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+goruntime.Version(), "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -1,7 +1,8 @@
 // Package app wires the OpenMedModel reconciler into a controller-runtime
 // manager the way Flux controllers are wired: fluxcd/pkg/runtime option
 // structs for the client, logger, leader election, retry delays and watch
-// scope, gotk_* and openmed_* metrics next to controller-runtime's own,
+// scope, openmed_* (and, with --gotk-metrics, Flux's gotk_*) metrics next
+// to controller-runtime's own,
 // /healthz and /readyz probes, and an events recorder that can forward to
 // notification-controller. The openmed-operator binary is a thin shell around
 // Run, so tests and other managers can start the same wiring.
@@ -16,12 +17,12 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/flowcontrol"
-	runtimeclient "github.com/fluxcd/pkg/runtime/client"
 	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
 	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/fluxcd/pkg/runtime/leaderelection"
 	"github.com/fluxcd/pkg/runtime/logger"
 	"github.com/fluxcd/pkg/runtime/metrics"
+	"github.com/fluxcd/pkg/runtime/pprof"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -55,6 +56,9 @@ type Options struct {
 	// EventsAddr is notification-controller's event endpoint; empty records
 	// Kubernetes Events only.
 	EventsAddr string
+	// GotkMetrics records Flux's per-object gotk_reconcile_condition and
+	// gotk_suspend_status series (four per model) besides openmed_model_info.
+	GotkMetrics bool
 	// Concurrent is how many OpenMedModels reconcile at once.
 	Concurrent int
 	// RequeueInterval is how often a resource is re-evaluated while a
@@ -67,7 +71,7 @@ type Options struct {
 	// Watch.AllNamespaces is false; empty means $RUNTIME_NAMESPACE.
 	WatchNamespace string
 
-	Client         runtimeclient.Options
+	Client         ClientOptions
 	Logger         logger.Options
 	LeaderElection leaderelection.Options
 	RateLimiter    runtimectrl.RateLimiterOptions
@@ -81,6 +85,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthAddr, "health-addr", ":9440", "The address the health endpoint binds to.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "The address of the events receiver (notification-controller); empty records Kubernetes Events only.")
 	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent OpenMedModel reconciles.")
+	fs.BoolVar(&o.GotkMetrics, "gotk-metrics", false, "Also export Flux's per-object gotk_reconcile_condition and gotk_suspend_status metrics (four series per model; openmed_model_info carries the same Ready status).")
 	fs.DurationVar(&o.RequeueInterval, "requeue-interval", 0, "How often a rollout in flight is re-evaluated; 0 uses the library default.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "The namespace watched when --watch-all-namespaces=false; defaults to $"+runtimectrl.EnvRuntimeNamespace+".")
@@ -108,6 +113,25 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Watch.BindFlags(watch)
 	fs.AddFlag(watch.Lookup("watch-all-namespaces"))
 	fs.AddFlag(watch.Lookup("watch-label-selector"))
+}
+
+// ClientOptions are the API client limits, with the flags and defaults of
+// fluxcd/pkg/runtime/client.Options. They are declared here because that
+// package also holds an impersonating client built on kstatus's poller,
+// which links kubectl into the binary: about 25 MiB of resident memory the
+// operator never uses.
+type ClientOptions struct {
+	// QPS is the client-side rate limit, used when the API server has no
+	// API Priority and Fairness.
+	QPS float32
+	// Burst is the client-side burst, likewise.
+	Burst int
+}
+
+// BindFlags registers --kube-api-qps and --kube-api-burst.
+func (o *ClientOptions) BindFlags(fs *pflag.FlagSet) {
+	fs.Float32Var(&o.QPS, "kube-api-qps", 50.0, "The maximum queries-per-second of requests sent to the Kubernetes API.")
+	fs.IntVar(&o.Burst, "kube-api-burst", 300, "The maximum burst queries-per-second of requests sent to the Kubernetes API.")
 }
 
 // Scope is what one operator process watches and which Lease it holds.
@@ -188,12 +212,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("create events recorder: %w", err)
 	}
-	gotk := runtimectrl.NewMetrics(mgr, gotkRecorder(), v1alpha1.Finalizer)
+	var gotk *runtimectrl.Metrics
+	if opts.GotkMetrics {
+		m := runtimectrl.NewMetrics(mgr, gotkRecorder(), v1alpha1.Finalizer)
+		gotk = &m
+	}
 	r := &controllers.OpenMedModelReconciler{
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),
 		EventRecorder:   recorder,
-		Metrics:         &gotk,
+		Metrics:         gotk,
 		ModelMetrics:    modelMetrics,
 		RequeueInterval: opts.RequeueInterval,
 		RetryBaseDelay:  opts.RateLimiter.MinRetryDelay,
@@ -226,9 +254,10 @@ func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.O
 	}
 	le := opts.LeaderElection
 	return ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme: scheme,
+		Cache:  cacheOpts,
+		// /debug/pprof next to /metrics, as Flux controllers serve it.
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress:        opts.HealthAddr,
 		LeaderElection:                le.Enable,
 		LeaderElectionID:              scope.LeaderElectionID,
@@ -243,7 +272,7 @@ func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.O
 }
 
 // restConfig loads the kubeconfig and applies the client limits the way
-// runtimeclient.GetConfigOrDie does: with API Priority and Fairness on the
+// fluxcd/pkg/runtime/client.GetConfigOrDie does: with API Priority and Fairness on the
 // server, client-side throttling is switched off.
 func restConfig(ctx context.Context, opts Options) (*rest.Config, error) {
 	var (

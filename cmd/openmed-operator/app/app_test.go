@@ -30,7 +30,7 @@ func TestDefaults(t *testing.T) {
 	if !o.Watch.AllNamespaces || o.Watch.LabelSelector != "" {
 		t.Errorf("watch defaults = %+v", o.Watch)
 	}
-	if o.MetricsAddr != ":8080" || o.HealthAddr != ":9440" || o.Concurrent != 4 {
+	if o.MetricsAddr != ":8080" || o.HealthAddr != ":9440" || o.Concurrent != 4 || o.GotkMetrics {
 		t.Errorf("addresses and concurrency = %q %q %d", o.MetricsAddr, o.HealthAddr, o.Concurrent)
 	}
 	// Seconds, not Flux's 15-minute cap: a failed pass is retried soon.

@@ -1,0 +1,754 @@
+// Package scale_test is the scale benchmark: the operator process against a
+// real kube-apiserver and etcd, N Deployments and N OpenMedModels, and a
+// stand-in for the Deployment controller that reports every new
+// generation rolled out at once. Every request of the operator is counted
+// by the API server itself (its audit log, filtered by the operator's own
+// user). It asserts the request counts, which are deterministic, and only
+// prints the times, CPU and memory it measures.
+//
+//	OPENMED_SCALE_N=100,1000 go test ./e2e/scale -run TestScale -v -timeout 60m
+//
+// (`make bench-scale`). `make test` runs it with N=30.
+package scale_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/testenv"
+)
+
+const (
+	namespace    = "scale"
+	operatorUser = "openmed-operator"
+	v1           = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1"
+	v2           = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2"
+	// The floor the issue set: first rollout and upgrade calls per model.
+	maxFirstRollout = 7
+	maxUpgrade      = 6
+
+	steadyWindows = 3
+	workers       = 8
+)
+
+// steadyWindow is how long each steady-state window lasts:
+// OPENMED_SCALE_STEADY, default 15s (`make test` uses shorter ones).
+var steadyWindow = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("OPENMED_SCALE_STEADY")); err == nil && d > 0 {
+		return d
+	}
+	return 15 * time.Second
+}()
+
+func sizes(t *testing.T) []int {
+	spec := os.Getenv("OPENMED_SCALE_N")
+	if spec == "" {
+		spec = "30"
+	}
+	var out []int
+	for _, f := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			t.Fatalf("OPENMED_SCALE_N=%q: %q is not a positive number", spec, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// TestScale runs the benchmark for each N and prints one table per N, then
+// the ratios between the smallest and the largest.
+func TestScale(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	bin, err := demo.BuildOperator(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var results []result
+	for _, n := range sizes(t) {
+		r := run(t, bin, n)
+		results = append(results, r)
+		fmt.Print(r.table())
+		for _, p := range []struct {
+			name  string
+			calls phaseCalls
+			max   float64
+		}{{"first rollout", r.rollout, maxFirstRollout}, {"upgrade", r.upgrade, maxUpgrade}} {
+			if got := p.calls.perModel(n); got > p.max {
+				t.Errorf("N=%d %s: %.2f calls per model, the floor is %v: %v", n, p.name, got, p.max, p.calls.byKind)
+			}
+		}
+		for i, w := range r.steady {
+			if w.total() != 0 {
+				t.Errorf("N=%d steady window %d: %d calls: %v", n, i+1, w.total(), w.byKind)
+			}
+		}
+	}
+	if len(results) > 1 {
+		a, b := results[0], results[len(results)-1]
+		fmt.Printf("\nN=%d vs N=%d: CPU per model, rollout %.2fx, upgrade %.2fx; RSS growth %.1f KiB per model\n",
+			b.n, a.n, b.cpuRollout/a.cpuRollout, b.cpuUpgrade/a.cpuUpgrade,
+			float64(b.peakRSS-a.peakRSS)/1024/float64(b.n-a.n))
+	}
+}
+
+// result is what one run measured.
+type result struct {
+	n                       int
+	rollout, upgrade        phaseCalls
+	steady                  []phaseCalls
+	informer                phaseCalls
+	createReady, upgradeRdy time.Duration
+	// reaction is measured one model at a time; waveReaction during the
+	// upgrade wave, where every model's Ready waits behind the others'
+	// rollouts in the operator's queue.
+	reaction, waveReaction []time.Duration
+	cpuRollout, cpuUpgrade float64 // seconds per model
+	syncedRSS, peakRSS     int64   // bytes: after the caches synced N Deployments, and at the end
+	metricsBytes           int
+	samplesPerModel        float64
+}
+
+func (r result) table() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n=== scale N=%d (operator process, real kube-apiserver; calls counted by the API server's audit log)\n", r.n)
+	fmt.Fprintf(&b, "%-34s %s\n", "first rollout, calls per model", r.rollout.describe(r.n))
+	fmt.Fprintf(&b, "%-34s %s\n", "upgrade, calls per model", r.upgrade.describe(r.n))
+	for i, w := range r.steady {
+		fmt.Fprintf(&b, "%-34s %d calls\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total())
+	}
+	fmt.Fprintf(&b, "%-34s %s (per operator, not per model)\n", "list/watch and leases, whole run", r.informer.describe(1))
+	fmt.Fprintf(&b, "%-34s %s\n", "create -> all Ready", r.createReady.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%-34s %s\n", "upgrade -> all Ready", r.upgradeRdy.Round(time.Millisecond))
+	med, p95 := percentile(r.reaction, 50), percentile(r.reaction, 95)
+	fmt.Fprintf(&b, "%-34s median %s, p95 %s (%d models, one at a time)\n", "reaction, Deployment ready -> Ready", med.Round(100*time.Microsecond), p95.Round(100*time.Microsecond), len(r.reaction))
+	med, p95 = percentile(r.waveReaction, 50), percentile(r.waveReaction, 95)
+	fmt.Fprintf(&b, "%-34s median %s, p95 %s (queued behind the wave)\n", "  the same during the upgrade wave", med.Round(time.Millisecond), p95.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%-34s rollout %.2f ms, upgrade %.2f ms\n", "operator CPU per model", r.cpuRollout*1000, r.cpuUpgrade*1000)
+	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches held the N Deployments, before any model)\n", "operator peak RSS",
+		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20))
+	fmt.Fprintf(&b, "%-34s %d bytes, %.2f samples per model\n", "/metrics", r.metricsBytes, r.samplesPerModel)
+	return b.String()
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100]
+}
+
+// phaseCalls are the operator's requests in one window, by
+// "verb resource[/subresource]".
+type phaseCalls struct{ byKind map[string]int }
+
+func (p phaseCalls) total() int {
+	n := 0
+	for _, c := range p.byKind {
+		n += c
+	}
+	return n
+}
+
+func (p phaseCalls) perModel(n int) float64 { return float64(p.total()) / float64(n) }
+
+func (p phaseCalls) describe(n int) string {
+	keys := make([]string, 0, len(p.byKind))
+	for k := range p.byKind {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.2f", k, float64(p.byKind[k])/float64(n))
+	}
+	return fmt.Sprintf("%.2f (%s)", p.perModel(n), strings.Join(parts, ", "))
+}
+
+// auditEvent is the part of a kube-apiserver audit event the benchmark
+// reads.
+type auditEvent struct {
+	Stage string `json:"stage"`
+	Verb  string `json:"verb"`
+	User  struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+	} `json:"objectRef"`
+	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
+}
+
+// audit reads the operator's requests received in [from, to) from the log,
+// split into per-model calls and the informers' list/watch and leases.
+func audit(t *testing.T, path string, from, to time.Time) (models, informer phaseCalls) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	models, informer = phaseCalls{map[string]int{}}, phaseCalls{map[string]int{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit line: %v", err)
+		}
+		if e.User.Username != operatorUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
+			continue
+		}
+		at := e.RequestReceived.Time
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		kind := e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			kind += "/" + e.ObjectRef.Subresource
+		}
+		kind = e.Verb + " " + kind
+		if e.Verb == "list" || e.Verb == "watch" || e.ObjectRef.Resource == "leases" {
+			informer.byKind[kind]++
+			continue
+		}
+		models.byKind[kind]++
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return models, informer
+}
+
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+  users: ["` + operatorUser + `"]
+- level: None
+`
+
+// run is one benchmark at size n.
+func run(t *testing.T, bin string, n int) result {
+	ctx := context.Background()
+	dir := t.TempDir()
+	auditLog := filepath.Join(dir, "audit.log")
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.StartWith(testenv.Options{APIServerFlags: map[string]string{
+		"audit-log-path": auditLog, "audit-policy-file": policy, "audit-log-maxsize": "0",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := env.Stop(); err != nil {
+			t.Error(err)
+		}
+	}()
+	kubeconfig := filepath.Join(dir, "operator.kubeconfig")
+	data, err := env.AddUser(operatorUser, "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+
+	sc := newStandIn(t, c)
+	defer sc.stop()
+	parallel(t, n, func(i int) error {
+		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(i))
+	})
+	sc.waitAll(t, n)
+
+	r := result{n: n}
+	op, err := demo.StartOperator(demo.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
+		Args: []string{"--log-level=error"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = op.Stop(10 * time.Second) }()
+	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := op.WaitReady(readyCtx); err != nil {
+		t.Fatal(err)
+	}
+	baseSamples, _ := scrape(t, op.MetricsURL())
+	r.syncedRSS = peakRSS(t, op.PID())
+	mw := newModelWatch(t, c)
+	defer mw.stop()
+	started := time.Now()
+	// First rollout.
+	cpu0 := cpuSeconds(t, op.PID())
+	t0 := time.Now()
+	parallel(t, n, func(i int) error { return c.Create(ctx, model(i)) })
+	mw.waitReady(t, n, v1)
+	r.createReady = time.Since(t0)
+	settle()
+	t1 := time.Now()
+	r.cpuRollout = (cpuSeconds(t, op.PID()) - cpu0) / float64(n)
+	r.rollout, _ = audit(t, auditLog, t0, t1)
+
+	// Steady state.
+	for i := 0; i < steadyWindows; i++ {
+		from := time.Now()
+		time.Sleep(steadyWindow)
+		w, _ := audit(t, auditLog, from, time.Now())
+		r.steady = append(r.steady, w)
+	}
+
+	// Upgrade.
+	cpu1 := cpuSeconds(t, op.PID())
+	t2 := time.Now()
+	parallel(t, n, func(i int) error {
+		m := &v1alpha1.OpenMedModel{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name(i)}, m); err != nil {
+			return err
+		}
+		base := m.DeepCopy()
+		m.Spec.Version = v2
+		return c.Patch(ctx, m, client.MergeFrom(base))
+	})
+	mw.waitReady(t, n, v2)
+	r.upgradeRdy = time.Since(t2)
+	settle()
+	t3 := time.Now()
+	r.cpuUpgrade = (cpuSeconds(t, op.PID()) - cpu1) / float64(n)
+	r.upgrade, _ = audit(t, auditLog, t2, t3)
+	_, r.informer = audit(t, auditLog, started, t3)
+	r.waveReaction = reactions(sc, mw, v2)
+	r.reaction = probeReaction(t, sc, mw, n)
+
+	if dir := os.Getenv("OPENMED_SCALE_PROFILE"); dir != "" {
+		saveHeapProfile(t, strings.TrimSuffix(op.MetricsURL(), "/metrics"), filepath.Join(dir, fmt.Sprintf("heap-%d.pprof", n)))
+	}
+	samples, size := scrape(t, op.MetricsURL())
+	r.metricsBytes = size
+	r.samplesPerModel = float64(samples-baseSamples) / float64(n)
+	r.peakRSS = peakRSS(t, op.PID())
+	return r
+}
+
+// settle lets the last events of a phase land: they follow the status
+// write the phase waits for.
+func settle() { time.Sleep(5 * time.Second) }
+
+func name(i int) string { return fmt.Sprintf("model-%05d", i) }
+
+func deployment(i int) *appsv1.Deployment {
+	labels := map[string]string{"app": name(i)}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), Labels: map[string]string{"helm.sh/chart": "openmed-service-0.3.0"}},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "openmed-service", Image: "ghcr.io/maziyarpanahi/openmed:2.2.0",
+					EnvFrom:        []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name(i) + "-config"}}}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}},
+				}}},
+			},
+		},
+	}
+}
+
+func model(i int) *v1alpha1.OpenMedModel {
+	return &v1alpha1.OpenMedModel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i)},
+		Spec: v1alpha1.OpenMedModelSpec{
+			Family: "PII", Version: v1, Tier: v1alpha1.TierSmall, Replicas: ptr.To[int32](2),
+			RolloutStrategy: v1alpha1.RolloutStrategy{Type: v1alpha1.RollingUpdateRolloutStrategyType},
+		},
+	}
+}
+
+// parallel runs f for 0..n-1 on a few workers.
+func parallel(t *testing.T, n int, f func(i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	next := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := retry.OnError(retry.DefaultBackoff, func(error) bool { return true }, func() error { return f(i) }); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// standIn plays the Deployment controller: every generation it has not
+// reported yet is reported rolled out and available at once. It remembers
+// when it reported each generation, for the reaction time.
+type standIn struct {
+	c      client.WithWatch
+	w      watch.Interface
+	queues []chan *appsv1.Deployment
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	reported map[string]map[int64]time.Time
+	ready    int
+}
+
+func newStandIn(t *testing.T, c client.WithWatch) *standIn {
+	w, err := c.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &standIn{c: c, w: w, reported: map[string]map[int64]time.Time{}}
+	for i := 0; i < workers; i++ {
+		q := make(chan *appsv1.Deployment, 4096)
+		s.queues = append(s.queues, q)
+		s.wg.Add(1)
+		go s.work(q)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted && d.Generation > d.Status.ObservedGeneration {
+				s.queues[int(hash(d.Name))%len(s.queues)] <- d
+			}
+		}
+		for _, q := range s.queues {
+			close(q)
+		}
+	}()
+	return s
+}
+
+func hash(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+func (s *standIn) work(q chan *appsv1.Deployment) {
+	defer s.wg.Done()
+	for d := range q {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			live := &appsv1.Deployment{}
+			if err := s.c.Get(context.Background(), client.ObjectKeyFromObject(d), live); err != nil {
+				return err
+			}
+			if live.Status.ObservedGeneration >= live.Generation {
+				return nil
+			}
+			r := ptr.Deref(live.Spec.Replicas, 1)
+			live.Status = appsv1.DeploymentStatus{
+				ObservedGeneration: live.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
+				Conditions: []appsv1.DeploymentCondition{
+					{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+					{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+				},
+			}
+			if err := s.c.Status().Update(context.Background(), live); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			if s.reported[live.Name] == nil {
+				s.reported[live.Name] = map[int64]time.Time{}
+				s.ready++
+			}
+			s.reported[live.Name][live.Generation] = time.Now()
+			s.mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "stand-in:", err)
+		}
+	}
+}
+
+// setAvailable reports the Deployment's current generation available or
+// not (its pods lost and back, no rollout), and returns when it wrote it.
+func (s *standIn) setAvailable(t *testing.T, name string, available bool) time.Time {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
+			return err
+		}
+		r := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = r, r, 0
+		d.Status.Conditions[0].Status = corev1.ConditionTrue
+		if !available {
+			d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = 0, 0, r
+			d.Status.Conditions[0].Status = corev1.ConditionFalse
+		}
+		return s.c.Status().Update(context.Background(), d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
+
+// waitAll waits until n Deployments have been reported available once.
+func (s *standIn) waitAll(t *testing.T, n int) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Minute, "the stand-in reported every Deployment", func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.ready >= n, fmt.Sprintf("%d of %d", s.ready, n)
+	})
+}
+
+// lastReport is when the stand-in last reported a generation of name.
+func (s *standIn) lastReport(name string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last time.Time
+	var gen int64
+	for g, at := range s.reported[name] {
+		if g > gen {
+			gen, last = g, at
+		}
+	}
+	return last
+}
+
+func (s *standIn) stop() {
+	s.w.Stop()
+	s.wg.Wait()
+}
+
+// modelWatch records when each model was first seen Ready on a version.
+type modelWatch struct {
+	w     watch.Interface
+	mu    sync.Mutex
+	ready map[string]map[string]time.Time // version -> model -> time
+	// becameReady is when each model last turned Ready=True; wasReady is
+	// whether it was Ready when last seen.
+	becameReady map[string]time.Time
+	wasReady    map[string]bool
+	done        chan struct{}
+}
+
+func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
+	w, err := c.Watch(context.Background(), &v1alpha1.OpenMedModelList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw := &modelWatch{w: w, ready: map[string]map[string]time.Time{}, becameReady: map[string]time.Time{}, wasReady: map[string]bool{},
+		done: make(chan struct{})}
+	go func() {
+		defer close(mw.done)
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.OpenMedModel)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			ready := apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) && m.Status.ObservedGeneration == m.Generation
+			mw.mu.Lock()
+			if ready && !mw.wasReady[m.Name] {
+				mw.becameReady[m.Name] = now
+			}
+			mw.wasReady[m.Name] = ready
+			if !ready {
+				mw.mu.Unlock()
+				continue
+			}
+			if mw.ready[m.Status.ActiveVersion] == nil {
+				mw.ready[m.Status.ActiveVersion] = map[string]time.Time{}
+			}
+			if _, seen := mw.ready[m.Status.ActiveVersion][m.Name]; !seen {
+				mw.ready[m.Status.ActiveVersion][m.Name] = now
+			}
+			mw.mu.Unlock()
+		}
+	}()
+	return mw
+}
+
+func (mw *modelWatch) waitReady(t *testing.T, n int, version string) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Minute, "every model Ready on "+version, func() (bool, string) {
+		mw.mu.Lock()
+		defer mw.mu.Unlock()
+		return len(mw.ready[version]) >= n, fmt.Sprintf("%d of %d", len(mw.ready[version]), n)
+	})
+}
+
+// readySince is when name last turned Ready after t, if it did.
+func (mw *modelWatch) readySince(name string, t time.Time) (time.Time, bool) {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	at, ok := mw.becameReady[name]
+	return at, ok && at.After(t)
+}
+
+func (mw *modelWatch) stop() {
+	mw.w.Stop()
+	<-mw.done
+}
+
+// reactions are, per model, the time from the stand-in reporting the
+// upgrade rolled out to the model being seen Ready on it.
+func reactions(s *standIn, mw *modelWatch, version string) []time.Duration {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	var out []time.Duration
+	for name, at := range mw.ready[version] {
+		if rep := s.lastReport(name); !rep.IsZero() && at.After(rep) {
+			out = append(out, at.Sub(rep))
+		}
+	}
+	return out
+}
+
+// probeReaction measures, for probeModels models one at a time, the time
+// from the Deployment controller reporting a lost Deployment available
+// again to the model being seen Ready: the operator's own reaction, with no
+// other model queued before it.
+func probeReaction(t *testing.T, s *standIn, mw *modelWatch, n int) []time.Duration {
+	t.Helper()
+	var out []time.Duration
+	for i := 0; i < min(probeModels, n); i++ {
+		m := name(i * n / min(probeModels, n))
+		lost := s.setAvailable(t, m, false)
+		testenv.Eventually(t, time.Minute, m+" not Ready", func() (bool, string) {
+			mw.mu.Lock()
+			defer mw.mu.Unlock()
+			return !mw.wasReady[m], ""
+		})
+		back := s.setAvailable(t, m, true)
+		var at time.Time
+		testenv.Eventually(t, time.Minute, m+" Ready again", func() (bool, string) {
+			var ok bool
+			at, ok = mw.readySince(m, lost)
+			return ok, ""
+		})
+		out = append(out, at.Sub(back))
+	}
+	return out
+}
+
+const probeModels = 20
+
+// cpuSeconds is the user and system CPU the process has used.
+func cpuSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name may hold spaces; the fields after ") " are fixed.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// peakRSS is the process's high-water resident set size.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// saveHeapProfile stores the operator's heap profile (after a GC) for
+// `go tool pprof`.
+func saveHeapProfile(t *testing.T, base, path string) {
+	t.Helper()
+	resp, err := http.Get(base + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("heap profile:", path)
+}
+
+// scrape reads /metrics and returns its number of samples and size.
+func scrape(t *testing.T, url string) (samples, size int) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			samples++
+		}
+	}
+	return samples, len(data)
+}
