@@ -154,6 +154,10 @@ N ?= 100,1000
 bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory.
 	OPENMED_SCALE_N=$(N) go test -count=1 -timeout 90m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
 
+.PHONY: chaos
+chaos: testbin ## The fault suite in full: 12 models under API faults (3 seeds), 10 SIGKILLs, a leader handover.
+	OPENMED_CHAOS=full go test -count=1 -timeout 90m -v -run TestChaos ./e2e/chaos | grep -v '^=== RUN'
+
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.
 	go test ./pkg/rollout ./health/... -run '^$$' -bench . -benchmem

@@ -12,9 +12,7 @@
 package scale_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -40,6 +38,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 )
@@ -193,116 +192,35 @@ func (p phaseCalls) describe(n int) string {
 	return fmt.Sprintf("%.2f (%s)", p.perModel(n), strings.Join(parts, ", "))
 }
 
-// auditEvent is the part of a kube-apiserver audit event the benchmark
-// reads.
-type auditEvent struct {
-	Stage string `json:"stage"`
-	Verb  string `json:"verb"`
-	User  struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-	} `json:"objectRef"`
-	RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
+// calls are the operator's requests in [from, to), split as
+// harness.PerModel splits them.
+func calls(t *testing.T, cl *harness.Cluster, from, to time.Time) (models, informer phaseCalls) {
+	m, i := harness.PerModel(cl.Requests(t, from, to))
+	return phaseCalls{m}, phaseCalls{i}
 }
-
-// audit reads the operator's requests received in [from, to) from the log,
-// split into per-model calls and the informers' list/watch and leases.
-func audit(t *testing.T, path string, from, to time.Time) (models, informer phaseCalls) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	models, informer = phaseCalls{map[string]int{}}, phaseCalls{map[string]int{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit line: %v", err)
-		}
-		if e.User.Username != operatorUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
-			continue
-		}
-		at := e.RequestReceived.Time
-		if at.Before(from) || !at.Before(to) {
-			continue
-		}
-		kind := e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			kind += "/" + e.ObjectRef.Subresource
-		}
-		kind = e.Verb + " " + kind
-		if e.Verb == "list" || e.Verb == "watch" || e.ObjectRef.Resource == "leases" {
-			informer.byKind[kind]++
-			continue
-		}
-		models.byKind[kind]++
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return models, informer
-}
-
-const auditPolicy = `apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived, ResponseStarted]
-rules:
-- level: Metadata
-  users: ["` + operatorUser + `"]
-- level: None
-`
 
 // run is one benchmark at size n.
 func run(t *testing.T, bin string, n int) result {
 	ctx := context.Background()
 	dir := t.TempDir()
-	auditLog := filepath.Join(dir, "audit.log")
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env, err := testenv.StartWith(testenv.Options{APIServerFlags: map[string]string{
-		"audit-log-path": auditLog, "audit-policy-file": policy, "audit-log-maxsize": "0",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := env.Stop(); err != nil {
-			t.Error(err)
-		}
-	}()
-	kubeconfig := filepath.Join(dir, "operator.kubeconfig")
-	data, err := env.AddUser(operatorUser, "system:masters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := harness.Start(t, dir, "Metadata")
+	defer cl.Stop(t)
+	c := cl.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
 
-	sc := newStandIn(t, c)
-	defer sc.stop()
+	sc := harness.NewStandIn(t, c, namespace, workers, 0)
+	defer sc.Stop()
 	parallel(t, n, func(i int) error {
 		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(i))
 	})
-	sc.waitAll(t, n)
+	testenv.Eventually(t, 10*time.Minute, "the stand-in reported every Deployment", func() (bool, string) {
+		return sc.Reported() >= n, fmt.Sprintf("%d of %d", sc.Reported(), n)
+	})
 
 	r := result{n: n}
-	op, err := demo.StartOperator(demo.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
+	op, err := demo.StartOperator(demo.OperatorConfig{Binary: bin, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
 		Args: []string{"--log-level=error"}})
 	if err != nil {
 		t.Fatal(err)
@@ -314,31 +232,31 @@ func run(t *testing.T, bin string, n int) result {
 		t.Fatal(err)
 	}
 	baseSamples, _ := scrape(t, op.MetricsURL())
-	r.syncedRSS = peakRSS(t, op.PID())
+	r.syncedRSS = harness.PeakRSS(t, op.PID())
 	mw := newModelWatch(t, c)
 	defer mw.stop()
 	started := time.Now()
 	// First rollout.
-	cpu0 := cpuSeconds(t, op.PID())
+	cpu0 := harness.CPUSeconds(t, op.PID())
 	t0 := time.Now()
 	parallel(t, n, func(i int) error { return c.Create(ctx, model(i)) })
 	mw.waitReady(t, n, v1)
 	r.createReady = time.Since(t0)
 	settle()
 	t1 := time.Now()
-	r.cpuRollout = (cpuSeconds(t, op.PID()) - cpu0) / float64(n)
-	r.rollout, _ = audit(t, auditLog, t0, t1)
+	r.cpuRollout = (harness.CPUSeconds(t, op.PID()) - cpu0) / float64(n)
+	r.rollout, _ = calls(t, cl, t0, t1)
 
 	// Steady state.
 	for i := 0; i < steadyWindows; i++ {
 		from := time.Now()
 		time.Sleep(steadyWindow)
-		w, _ := audit(t, auditLog, from, time.Now())
+		w, _ := calls(t, cl, from, time.Now())
 		r.steady = append(r.steady, w)
 	}
 
 	// Upgrade.
-	cpu1 := cpuSeconds(t, op.PID())
+	cpu1 := harness.CPUSeconds(t, op.PID())
 	t2 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := &v1alpha1.OpenMedModel{}
@@ -353,9 +271,9 @@ func run(t *testing.T, bin string, n int) result {
 	r.upgradeRdy = time.Since(t2)
 	settle()
 	t3 := time.Now()
-	r.cpuUpgrade = (cpuSeconds(t, op.PID()) - cpu1) / float64(n)
-	r.upgrade, _ = audit(t, auditLog, t2, t3)
-	_, r.informer = audit(t, auditLog, started, t3)
+	r.cpuUpgrade = (harness.CPUSeconds(t, op.PID()) - cpu1) / float64(n)
+	r.upgrade, _ = calls(t, cl, t2, t3)
+	_, r.informer = calls(t, cl, started, t3)
 	r.waveReaction = reactions(sc, mw, v2)
 	r.reaction = probeReaction(t, sc, mw, n)
 
@@ -365,7 +283,7 @@ func run(t *testing.T, bin string, n int) result {
 	samples, size := scrape(t, op.MetricsURL())
 	r.metricsBytes = size
 	r.samplesPerModel = float64(samples-baseSamples) / float64(n)
-	r.peakRSS = peakRSS(t, op.PID())
+	r.peakRSS = harness.PeakRSS(t, op.PID())
 	return r
 }
 
@@ -430,143 +348,6 @@ func parallel(t *testing.T, n int, f func(i int) error) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-}
-
-// standIn plays the Deployment controller: every generation it has not
-// reported yet is reported rolled out and available at once. It remembers
-// when it reported each generation, for the reaction time.
-type standIn struct {
-	c      client.WithWatch
-	w      watch.Interface
-	queues []chan *appsv1.Deployment
-	wg     sync.WaitGroup
-
-	mu       sync.Mutex
-	reported map[string]map[int64]time.Time
-	ready    int
-}
-
-func newStandIn(t *testing.T, c client.WithWatch) *standIn {
-	w, err := c.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(namespace))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &standIn{c: c, w: w, reported: map[string]map[int64]time.Time{}}
-	for i := 0; i < workers; i++ {
-		q := make(chan *appsv1.Deployment, 4096)
-		s.queues = append(s.queues, q)
-		s.wg.Add(1)
-		go s.work(q)
-	}
-	go func() {
-		for ev := range w.ResultChan() {
-			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted && d.Generation > d.Status.ObservedGeneration {
-				s.queues[int(hash(d.Name))%len(s.queues)] <- d
-			}
-		}
-		for _, q := range s.queues {
-			close(q)
-		}
-	}()
-	return s
-}
-
-func hash(s string) uint32 {
-	var h uint32 = 2166136261
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint32(s[i])) * 16777619
-	}
-	return h
-}
-
-func (s *standIn) work(q chan *appsv1.Deployment) {
-	defer s.wg.Done()
-	for d := range q {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			live := &appsv1.Deployment{}
-			if err := s.c.Get(context.Background(), client.ObjectKeyFromObject(d), live); err != nil {
-				return err
-			}
-			if live.Status.ObservedGeneration >= live.Generation {
-				return nil
-			}
-			r := ptr.Deref(live.Spec.Replicas, 1)
-			live.Status = appsv1.DeploymentStatus{
-				ObservedGeneration: live.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
-				Conditions: []appsv1.DeploymentCondition{
-					{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
-					{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
-				},
-			}
-			if err := s.c.Status().Update(context.Background(), live); err != nil {
-				return err
-			}
-			s.mu.Lock()
-			if s.reported[live.Name] == nil {
-				s.reported[live.Name] = map[int64]time.Time{}
-				s.ready++
-			}
-			s.reported[live.Name][live.Generation] = time.Now()
-			s.mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "stand-in:", err)
-		}
-	}
-}
-
-// setAvailable reports the Deployment's current generation available or
-// not (its pods lost and back, no rollout), and returns when it wrote it.
-func (s *standIn) setAvailable(t *testing.T, name string, available bool) time.Time {
-	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d := &appsv1.Deployment{}
-		if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
-			return err
-		}
-		r := ptr.Deref(d.Spec.Replicas, 1)
-		d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = r, r, 0
-		d.Status.Conditions[0].Status = corev1.ConditionTrue
-		if !available {
-			d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = 0, 0, r
-			d.Status.Conditions[0].Status = corev1.ConditionFalse
-		}
-		return s.c.Status().Update(context.Background(), d)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return time.Now()
-}
-
-// waitAll waits until n Deployments have been reported available once.
-func (s *standIn) waitAll(t *testing.T, n int) {
-	t.Helper()
-	testenv.Eventually(t, 10*time.Minute, "the stand-in reported every Deployment", func() (bool, string) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.ready >= n, fmt.Sprintf("%d of %d", s.ready, n)
-	})
-}
-
-// lastReport is when the stand-in last reported a generation of name.
-func (s *standIn) lastReport(name string) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var last time.Time
-	var gen int64
-	for g, at := range s.reported[name] {
-		if g > gen {
-			gen, last = g, at
-		}
-	}
-	return last
-}
-
-func (s *standIn) stop() {
-	s.w.Stop()
-	s.wg.Wait()
 }
 
 // modelWatch records when each model was first seen Ready on a version.
@@ -642,12 +423,12 @@ func (mw *modelWatch) stop() {
 
 // reactions are, per model, the time from the stand-in reporting the
 // upgrade rolled out to the model being seen Ready on it.
-func reactions(s *standIn, mw *modelWatch, version string) []time.Duration {
+func reactions(s *harness.StandIn, mw *modelWatch, version string) []time.Duration {
 	mw.mu.Lock()
 	defer mw.mu.Unlock()
 	var out []time.Duration
 	for name, at := range mw.ready[version] {
-		if rep := s.lastReport(name); !rep.IsZero() && at.After(rep) {
+		if rep := s.LastReport(name); !rep.IsZero() && at.After(rep) {
 			out = append(out, at.Sub(rep))
 		}
 	}
@@ -658,18 +439,18 @@ func reactions(s *standIn, mw *modelWatch, version string) []time.Duration {
 // from the Deployment controller reporting a lost Deployment available
 // again to the model being seen Ready: the operator's own reaction, with no
 // other model queued before it.
-func probeReaction(t *testing.T, s *standIn, mw *modelWatch, n int) []time.Duration {
+func probeReaction(t *testing.T, s *harness.StandIn, mw *modelWatch, n int) []time.Duration {
 	t.Helper()
 	var out []time.Duration
 	for i := 0; i < min(probeModels, n); i++ {
 		m := name(i * n / min(probeModels, n))
-		lost := s.setAvailable(t, m, false)
+		lost := s.SetAvailable(t, m, false)
 		testenv.Eventually(t, time.Minute, m+" not Ready", func() (bool, string) {
 			mw.mu.Lock()
 			defer mw.mu.Unlock()
 			return !mw.wasReady[m], ""
 		})
-		back := s.setAvailable(t, m, true)
+		back := s.SetAvailable(t, m, true)
 		var at time.Time
 		testenv.Eventually(t, time.Minute, m+" Ready again", func() (bool, string) {
 			var ok bool
@@ -682,37 +463,6 @@ func probeReaction(t *testing.T, s *standIn, mw *modelWatch, n int) []time.Durat
 }
 
 const probeModels = 20
-
-// cpuSeconds is the user and system CPU the process has used.
-func cpuSeconds(t *testing.T, pid int) float64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The command name may hold spaces; the fields after ") " are fixed.
-	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / 100 // USER_HZ
-}
-
-// peakRSS is the process's high-water resident set size.
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
-}
 
 // saveHeapProfile stores the operator's heap profile (after a GC) for
 // `go tool pprof`.

@@ -56,6 +56,8 @@ type OperatorConfig struct {
 	// Args are further flags, after the ones StartOperator sets (the last
 	// occurrence of a flag wins).
 	Args []string
+	// Env are further environment variables (NAME=value) of the process.
+	Env []string
 }
 
 // Operator is a running openmed-operator process.
@@ -95,6 +97,9 @@ func StartOperator(cfg OperatorConfig) (*Operator, error) {
 	}, cfg.Args...)
 	cmd := exec.Command(cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if len(cfg.Env) > 0 {
+		cmd.Env = append(os.Environ(), cfg.Env...)
+	}
 	o := &Operator{cmd: cmd, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
 	// In a process group of its own, tied to this process by the kernel's
 	// parent-death signal (see minicluster.StartChild).
@@ -114,6 +119,9 @@ func (o *Operator) PID() int { return o.cmd.Process.Pid }
 
 // LogPath is the file with the process's output.
 func (o *Operator) LogPath() string { return o.logPath }
+
+// Signal sends sig to the process group.
+func (o *Operator) Signal(sig syscall.Signal) error { return signalGroup(o.PID(), sig) }
 
 // MetricsURL is where the operator serves Prometheus metrics, unless
 // OperatorConfig.Args moved it.

@@ -191,7 +191,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 
-	mgr, err := ctrl.NewManager(cfg, managerOptions(opts, scope, scheme))
+	mgr, err := newManager(ctx, cfg, managerOptions(opts, scope, scheme))
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
@@ -241,6 +241,32 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	return nil
 }
+
+// newManager creates the manager, retrying while the API server cannot
+// answer the discovery it needs (a 5xx, a timeout, a reset connection):
+// an operator started during an API server hiccup waits for it instead of
+// exiting into a crash loop. The retries back off to startRetryCap and go
+// on until ctx ends.
+func newManager(ctx context.Context, cfg *rest.Config, opts ctrl.Options) (ctrl.Manager, error) {
+	log := ctrl.Log.WithName("setup")
+	delay := 250 * time.Millisecond
+	for {
+		mgr, err := ctrl.NewManager(cfg, opts)
+		if err == nil {
+			return mgr, nil
+		}
+		log.Error(err, "cannot create the manager yet; retrying", "after", delay.String())
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, startRetryCap)
+	}
+}
+
+// startRetryCap bounds the wait between two attempts to start.
+const startRetryCap = 5 * time.Second
 
 // managerOptions translates the options into controller-runtime's. The
 // caches hold only what the reconciler reads (controllers.CacheByObject):

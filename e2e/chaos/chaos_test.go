@@ -1,0 +1,731 @@
+// Package chaos_test is the fault suite: the operator process against a real
+// kube-apiserver through a loopback TLS proxy that injects API faults, or
+// killed with SIGKILL again and again, or handed over between two replicas
+// mid-rollout. The API server's audit log is the oracle for what the
+// operator did; a watch records every pod template each Deployment had; the
+// status of every model is sampled each second.
+//
+//	make chaos                 # 12 models, 3 fault seeds, 10 kills, a handover
+//	go test ./e2e/chaos -v     # make test: 4 models, one seed, 3 kills, a handover
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions/check"
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/e2e/internal/harness"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+)
+
+const (
+	namespace = "chaos"
+	v1        = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1"
+	v2        = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2"
+	// broken never becomes available: the stand-in reports its rollout
+	// past the progress deadline.
+	broken = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-broken"
+	// convergeWithin bounds every step of the scenario.
+	convergeWithin = 4 * time.Minute
+)
+
+// suite is how much of the suite runs: OPENMED_CHAOS=full for make chaos.
+type suite struct {
+	models int
+	seeds  []uint64
+	kills  int
+}
+
+func config() suite {
+	if os.Getenv("OPENMED_CHAOS") == "full" {
+		return suite{models: 12, seeds: []uint64{1, 2, 3}, kills: 10}
+	}
+	return suite{models: 4, seeds: []uint64{1}, kills: 3}
+}
+
+// faultMix is the mix: 20% 429/503/500 (a third of the 500s after
+// the request took effect), 5% resets, 0-200 ms latency, watches cut every
+// 5-15 s.
+func faultMix(seed uint64) harness.Faults {
+	return harness.Faults{Seed: seed, TooMany: 0.05, Unavailable: 0.07, Internal: 0.08, InternalAfter: 1.0 / 3,
+		ResetBefore: 0.025, ResetAfter: 0.025, MaxLatency: 200 * time.Millisecond,
+		WatchMin: 5 * time.Second, WatchMax: 15 * time.Second}
+}
+
+func TestChaos(t *testing.T) {
+	ctrllog.SetLogger(logr.Discard())
+	cfg := config()
+	bin, err := demo.BuildOperator(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seed := range cfg.seeds {
+		t.Run(fmt.Sprintf("faults/seed=%d", seed), func(t *testing.T) {
+			f := faultMix(seed)
+			run(t, bin, runConfig{models: cfg.models, faults: &f, seed: seed})
+		})
+	}
+	t.Run(fmt.Sprintf("kills=%d", cfg.kills), func(t *testing.T) {
+		run(t, bin, runConfig{models: cfg.models, kills: cfg.kills, seed: 7})
+	})
+	t.Run("handover", func(t *testing.T) {
+		run(t, bin, runConfig{models: cfg.models, replicas: 2, handover: true, seed: 11})
+	})
+}
+
+type runConfig struct {
+	models   int
+	faults   *harness.Faults
+	kills    int
+	replicas int
+	handover bool
+	seed     uint64
+}
+
+// step is one change of the scenario and the state every model must reach.
+type step struct {
+	name   string
+	act    func(t *testing.T, r *runner)
+	done   func(m *v1alpha1.OpenMedModel, i int) bool
+	rolls  func(i int) int // pod-template changes this step causes per model
+	gone   bool            // the step deletes the models it names
+	models func(i int) bool
+}
+
+func run(t *testing.T, bin string, cfg runConfig) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cl := harness.Start(t, dir, "Metadata")
+	defer cl.Stop(t)
+	c := cl.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	sc := harness.NewStandIn(t, c, namespace, 4, 400*time.Millisecond)
+	defer sc.Stop()
+	sc.Fail(manifestHash(t, broken))
+	for i := 0; i < cfg.models; i++ {
+		if err := client.WithFieldOwner(c, "helm").Create(ctx, deployment(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := newTemplateRecorder(t, c)
+	defer rec.stop()
+
+	kubeconfig := cl.Kubeconfig
+	var proxy *harness.FaultProxy
+	if cfg.faults != nil {
+		proxy = harness.StartProxy(t, cl.KubeconfigData, *cfg.faults)
+		defer proxy.Close()
+		kubeconfig = filepath.Join(dir, "proxy.kubeconfig")
+		if err := proxy.Kubeconfig(kubeconfig); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &runner{t: t, bin: bin, dir: dir, kubeconfig: kubeconfig, c: c, rnd: rand.New(rand.NewPCG(cfg.seed, 99))}
+	defer r.stopAll()
+	for i := 0; i < max(1, cfg.replicas); i++ {
+		r.start()
+	}
+	samp := newSampler(t, c)
+	defer samp.stop()
+
+	half := func(i int) bool { return i%2 == 1 }
+	all := func(int) bool { return true }
+	steps := []step{
+		{name: "first rollout", models: all, rolls: one,
+			act:  func(t *testing.T, r *runner) { r.createModels(cfg.models) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v1) }},
+		{name: "upgrade", models: all, rolls: one,
+			act:  func(t *testing.T, r *runner) { r.setVersions(cfg.models, v2) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
+		{name: "failing version, automatic rollback", models: all, rolls: two,
+			act:  func(t *testing.T, r *runner) { r.setVersions(cfg.models, broken) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return heldAt(m, v2) }},
+		{name: "revert", models: all, rolls: zero,
+			act:  func(t *testing.T, r *runner) { r.setVersions(cfg.models, v2) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
+		{name: "manual rollback", models: all, rolls: one,
+			act:  func(t *testing.T, r *runner) { r.annotate(cfg.models, v1) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return heldAt(m, v1) }},
+		{name: "release the manual rollback", models: all, rolls: one,
+			act:  func(t *testing.T, r *runner) { r.annotate(cfg.models, "") },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
+		{name: "delete half", models: half, rolls: func(i int) int { return b2i(half(i)) }, gone: true,
+			act:  func(t *testing.T, r *runner) { r.deleteModels(cfg.models, half) },
+			done: func(m *v1alpha1.OpenMedModel, i int) bool { return ready(m, v2) }},
+	}
+
+	stopChurn := make(chan struct{})
+	churnDone := make(chan struct{})
+	go func() {
+		defer close(churnDone)
+		switch {
+		case cfg.kills > 0:
+			r.killer(cfg.kills, stopChurn)
+		case cfg.handover:
+			r.handoverOnce(stopChurn)
+		default:
+			<-stopChurn
+		}
+	}()
+
+	want := make([]int, cfg.models)
+	var times []string
+	for _, s := range steps {
+		start := time.Now()
+		s.act(t, r)
+		for i := range want {
+			want[i] += s.rolls(i)
+		}
+		r.waitConverged(s, cfg.models)
+		times = append(times, fmt.Sprintf("%s %s", s.name, time.Since(start).Round(100*time.Millisecond)))
+		if s.name == "manual rollback" && cfg.handover {
+			// The handover happens during the manual rollback's rollout
+			// at the latest.
+			<-churnDone
+		}
+	}
+	close(stopChurn)
+	<-churnDone
+	if proxy != nil {
+		proxy.SetEnabled(false)
+	}
+	quietFrom := time.Now().Add(3 * time.Second)
+	time.Sleep(13 * time.Second)
+
+	// Invariants.
+	for i := 0; i < cfg.models; i++ {
+		seq := rec.templates(name(i))
+		if got := len(seq) - 1; got != want[i] {
+			t.Errorf("%s: %d pod-template changes, the scenario needs %d: %v", name(i), got, want[i], seq)
+		}
+		badHash := manifestHash(t, broken)
+		if n := countHash(seq, badHash); n > 1 {
+			t.Errorf("%s: the failed version was rolled out %d times: %v", name(i), n, seq)
+		}
+	}
+	if v := samp.violations(); len(v) > 0 {
+		t.Errorf("%d contradictory status samples, first: %v", len(v), v[:min(5, len(v))])
+	}
+	reqs := cl.Requests(t, time.Time{}, time.Now())
+	checkAudit(t, reqs)
+	for _, q := range reqs {
+		if q.At.After(quietFrom) && q.Mutating() && q.Resource != "leases" {
+			t.Errorf("a write once settled: %s %s/%s at %s", q.Kind(), q.Namespace, q.Name, q.At.Format(time.RFC3339Nano))
+		}
+	}
+	checkOwnedFields(t, c, cfg.models)
+	if proxy != nil {
+		t.Logf("faults injected: %v", proxy.Counts())
+	}
+	t.Logf("converged: %s; operator restarts %d; status samples %d", strings.Join(times, ", "), r.restarts, samp.count())
+}
+
+func one(int) int  { return 1 }
+func two(int) int  { return 2 }
+func zero(int) int { return 0 }
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func name(i int) string { return fmt.Sprintf("model-%02d", i) }
+
+func deployment(i int) *appsv1.Deployment {
+	labels := map[string]string{"app": name(i)}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i)},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "openmed-service", Image: "ghcr.io/maziyarpanahi/openmed:2.2.0",
+				}}},
+			},
+		},
+	}
+}
+
+func model(i int) *v1alpha1.OpenMedModel {
+	return &v1alpha1.OpenMedModel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i)},
+		Spec: v1alpha1.OpenMedModelSpec{
+			Family: "PII", Version: v1, Tier: v1alpha1.TierSmall, Replicas: ptr.To[int32](2),
+			RolloutStrategy: v1alpha1.RolloutStrategy{Type: v1alpha1.RollingUpdateRolloutStrategyType},
+		},
+	}
+}
+
+func manifestHash(t *testing.T, version string) string {
+	m := model(0)
+	m.Spec.Version = version
+	m.Default()
+	n, err := rollout.Normalize(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rollout.ManifestHash(n)
+}
+
+// ready: the model serves version, Ready.
+func ready(m *v1alpha1.OpenMedModel, version string) bool {
+	return m.Status.ObservedGeneration == m.Generation && m.Status.Phase == v1alpha1.PhaseReady &&
+		m.Status.ActiveVersion == version && apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition)
+}
+
+// heldAt: a rollback holds the model at version, restored.
+func heldAt(m *v1alpha1.OpenMedModel, version string) bool {
+	return m.Status.ObservedGeneration == m.Generation && m.Status.Phase == v1alpha1.PhaseRolledBack &&
+		m.Status.ActiveVersion == version && apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.RolledBackCondition)
+}
+
+func countHash(seq []string, hash string) int {
+	n := 0
+	for _, s := range seq {
+		if strings.HasPrefix(s, hash) {
+			n++
+		}
+	}
+	return n
+}
+
+// runner runs the operator processes and the scenario's writes.
+type runner struct {
+	t          *testing.T
+	bin, dir   string
+	kubeconfig string
+	c          client.WithWatch
+	rnd        *rand.Rand
+
+	mu       sync.Mutex
+	ops      []*demo.Operator
+	n        int
+	restarts int
+}
+
+// start launches one operator replica with leader election and a short
+// lease, as a Deployment with replicas would run it.
+func (r *runner) start() *demo.Operator {
+	r.mu.Lock()
+	r.n++
+	n := r.n
+	r.mu.Unlock()
+	op, err := demo.StartOperator(demo.OperatorConfig{
+		Binary: r.bin, Kubeconfig: r.kubeconfig, LogPath: filepath.Join(r.dir, fmt.Sprintf("operator-%d.log", n)),
+		Args: []string{"--log-level=info", "--log-encoding=console", "--enable-leader-election",
+			"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
+		Env: []string{"RUNTIME_NAMESPACE=default"},
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := op.WaitReady(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+	return op
+}
+
+func (r *runner) stopAll() {
+	r.mu.Lock()
+	ops := r.ops
+	r.mu.Unlock()
+	for _, op := range ops {
+		_ = op.Stop(5 * time.Second)
+	}
+}
+
+// killer SIGKILLs the running operator kills times at random moments and
+// starts a new one each time.
+func (r *runner) killer(kills int, stop <-chan struct{}) {
+	for k := 0; k < kills; k++ {
+		wait := time.Duration(1000+r.rnd.IntN(3000)) * time.Millisecond
+		select {
+		case <-stop:
+			return
+		case <-time.After(wait):
+		}
+		r.mu.Lock()
+		op := r.ops[len(r.ops)-1]
+		r.mu.Unlock()
+		_ = op.Kill()
+		r.restarts++
+		r.start()
+	}
+	<-stop
+}
+
+// handoverOnce waits for the manual rollback's rollout to start, then
+// stops the leader gracefully; the other replica takes over.
+func (r *runner) handoverOnce(stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		var list v1alpha1.OpenMedModelList
+		if err := r.c.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
+			continue
+		}
+		rolling := false
+		for _, m := range list.Items {
+			rolling = rolling || (m.Annotations[v1alpha1.RollbackToAnnotation] != "" && m.Status.Phase == v1alpha1.PhaseRolledBack &&
+				!apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.RolledBackCondition))
+		}
+		if !rolling {
+			continue
+		}
+		leader := r.leader()
+		if leader == nil {
+			continue
+		}
+		_ = leader.Signal(syscall.SIGTERM)
+		<-leader.Done()
+		r.restarts++
+		r.start()
+		return
+	}
+}
+
+// leader is the replica whose /metrics says it leads.
+func (r *runner) leader() *demo.Operator {
+	r.mu.Lock()
+	ops := append([]*demo.Operator(nil), r.ops...)
+	r.mu.Unlock()
+	for _, op := range ops {
+		select {
+		case <-op.Done():
+			continue
+		default:
+		}
+		if leads(op.MetricsURL()) {
+			return op
+		}
+	}
+	return nil
+}
+
+func (r *runner) createModels(n int) {
+	for i := 0; i < n; i++ {
+		if err := r.c.Create(context.Background(), model(i)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+func (r *runner) edit(n int, only func(int) bool, mutate func(*v1alpha1.OpenMedModel)) {
+	for i := 0; i < n; i++ {
+		if only != nil && !only(i) {
+			continue
+		}
+		m := &v1alpha1.OpenMedModel{}
+		if err := r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, m); err != nil {
+			r.t.Fatal(err)
+		}
+		base := m.DeepCopy()
+		mutate(m)
+		if err := r.c.Patch(context.Background(), m, client.MergeFrom(base)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+}
+
+func (r *runner) setVersions(n int, version string) {
+	r.edit(n, nil, func(m *v1alpha1.OpenMedModel) { m.Spec.Version = version })
+}
+
+func (r *runner) annotate(n int, rollbackTo string) {
+	r.edit(n, nil, func(m *v1alpha1.OpenMedModel) {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		if rollbackTo == "" {
+			delete(m.Annotations, v1alpha1.RollbackToAnnotation)
+			return
+		}
+		m.Annotations[v1alpha1.RollbackToAnnotation] = rollbackTo
+	})
+}
+
+func (r *runner) deleteModels(n int, only func(int) bool) {
+	for i := 0; i < n; i++ {
+		if only(i) {
+			if err := r.c.Delete(context.Background(), model(i)); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// waitConverged waits until every model reached the step's state: deleted
+// models gone with their target released, the others done.
+func (r *runner) waitConverged(s step, n int) {
+	t := r.t
+	deadline := time.Now().Add(convergeWithin)
+	for {
+		var pending []string
+		for i := 0; i < n; i++ {
+			m := &v1alpha1.OpenMedModel{}
+			err := r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, m)
+			switch {
+			case s.gone && s.models(i):
+				d := &appsv1.Deployment{}
+				if err == nil || r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, d) != nil ||
+					rollout.PreloadEnv(d, "openmed-service") != nil {
+					pending = append(pending, name(i)+" (not released)")
+				}
+			case err != nil:
+				pending = append(pending, name(i)+" "+err.Error())
+			case !s.done(m, i):
+				pending = append(pending, fmt.Sprintf("%s (%s %s %v)", name(i), m.Status.Phase, m.Status.ActiveVersion, conds(m)))
+			}
+		}
+		if len(pending) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("step %q did not converge in %s: %v", s.name, convergeWithin, pending)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func conds(m *v1alpha1.OpenMedModel) []string {
+	var out []string
+	for _, c := range m.Status.Conditions {
+		out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// templateRecorder watches the Deployments and keeps, per Deployment, every
+// distinct pod template the operator's fields gave it, in order.
+type templateRecorder struct {
+	w    watch.Interface
+	mu   sync.Mutex
+	seqs map[string][]string
+	done chan struct{}
+}
+
+func newTemplateRecorder(t *testing.T, c client.WithWatch) *templateRecorder {
+	w, err := c.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &templateRecorder{w: w, seqs: map[string][]string{}, done: make(chan struct{})}
+	go func() {
+		defer close(rec.done)
+		for ev := range w.ResultChan() {
+			d, ok := ev.Object.(*appsv1.Deployment)
+			if !ok {
+				continue
+			}
+			id := templateID(d)
+			rec.mu.Lock()
+			seq := rec.seqs[d.Name]
+			if len(seq) == 0 || seq[len(seq)-1] != id {
+				rec.seqs[d.Name] = append(seq, id)
+			}
+			rec.mu.Unlock()
+		}
+	}()
+	return rec
+}
+
+// templateID is what of the pod template the operator writes: the manifest
+// hash, the pointer and the owner. Other fields never change in the suite.
+func templateID(d *appsv1.Deployment) string {
+	cm := ""
+	if e := rollout.PreloadEnv(d, "openmed-service"); e != nil && e.ValueFrom != nil && e.ValueFrom.ConfigMapKeyRef != nil {
+		cm = e.ValueFrom.ConfigMapKeyRef.Name
+	}
+	a := d.Spec.Template.Annotations
+	return a[v1alpha1.ManifestHashAnnotation] + "|" + cm + "|" + a[v1alpha1.ModelResourceAnnotation]
+}
+
+func (rec *templateRecorder) templates(name string) []string {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return append([]string(nil), rec.seqs[name]...)
+}
+
+func (rec *templateRecorder) stop() {
+	rec.w.Stop()
+	<-rec.done
+}
+
+// sampler reads every model's status each second and keeps what
+// contradicts itself.
+type sampler struct {
+	mu      sync.Mutex
+	bad     []string
+	samples int
+	stopc   chan struct{}
+	done    chan struct{}
+}
+
+var fluxChecker = func() *check.Checker {
+	c := check.NewChecker(nil, &check.Conditions{NegativePolarity: []string{
+		v1alpha1.StalledCondition, v1alpha1.ReconcilingCondition, v1alpha1.DegradedCondition, v1alpha1.RolledBackCondition,
+		v1alpha1.OwnershipConflictCondition,
+	}})
+	c.DisableFetch = true
+	return c
+}()
+
+func newSampler(t *testing.T, c client.Client) *sampler {
+	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				return
+			case <-tick.C:
+			}
+			var list v1alpha1.OpenMedModelList
+			if err := c.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
+				continue
+			}
+			for i := range list.Items {
+				m := &list.Items[i]
+				s.mu.Lock()
+				s.samples++
+				if v := contradiction(m); v != "" {
+					s.bad = append(s.bad, m.Name+": "+v)
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+// contradiction names what a status sample says against itself.
+func contradiction(m *v1alpha1.OpenMedModel) string {
+	if m.DeletionTimestamp != nil || m.Status.ObservedGeneration < 1 {
+		return ""
+	}
+	st := &m.Status
+	ready := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition)
+	switch {
+	case st.ObservedGeneration == m.Generation && ready != nil && ready.ObservedGeneration != m.Generation:
+		return "observedGeneration current with a stale Ready"
+	case ready != nil && ready.Status == metav1.ConditionTrue && st.Phase != v1alpha1.PhaseReady && st.Phase != v1alpha1.PhaseSuspended:
+		return "Ready=True with phase " + string(st.Phase)
+	case st.Phase == v1alpha1.PhaseRollingOut && !apimeta.IsStatusConditionTrue(st.Conditions, v1alpha1.ReconcilingCondition):
+		return "RollingOut without Reconciling"
+	}
+	// Right after a spec edit the status is the previous generation's, and
+	// says so (observedGeneration); Flux's rules judge a status that claims
+	// the current one.
+	if st.ObservedGeneration != m.Generation {
+		return ""
+	}
+	if fail, _ := fluxChecker.Check(context.Background(), m); fail != nil {
+		return "Flux's rules: " + fail.Error()
+	}
+	return ""
+}
+
+func (s *sampler) violations() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.bad...)
+}
+
+func (s *sampler) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
+func (s *sampler) stop() {
+	close(s.stopc)
+	<-s.done
+}
+
+// checkAudit: the operator only ever read, watched and patched Deployments,
+// and never touched Secrets, Pods or ReplicaSets.
+func checkAudit(t *testing.T, reqs []harness.Request) {
+	t.Helper()
+	kinds := map[string]int{}
+	for _, q := range reqs {
+		kinds[q.Kind()]++
+		switch q.Resource {
+		case "deployments":
+			if q.Verb != "get" && q.Verb != "list" && q.Verb != "watch" && q.Verb != "patch" {
+				t.Errorf("the operator sent %s %s/%s", q.Kind(), q.Namespace, q.Name)
+			}
+		case "secrets", "pods", "replicasets":
+			t.Errorf("the operator touched %s: %s %s/%s", q.Resource, q.Kind(), q.Namespace, q.Name)
+		}
+	}
+	keys := make([]string, 0, len(kinds))
+	for k := range kinds {
+		keys = append(keys, k+"="+strconv.Itoa(kinds[k]))
+	}
+	sort.Strings(keys)
+	t.Logf("operator requests: %s", strings.Join(keys, " "))
+}
+
+// checkOwnedFields: every field the operator's managedFields entry owns on
+// a Deployment is one of contract §4's.
+func checkOwnedFields(t *testing.T, c client.Client, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		d := &appsv1.Deployment{}
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, d); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range d.ManagedFields {
+			if e.Manager != rollout.DefaultFieldManager {
+				continue
+			}
+			if e.Operation != metav1.ManagedFieldsOperationApply {
+				t.Errorf("%s: the operator wrote with %s", d.Name, e.Operation)
+			}
+			for _, f := range leafFields(t, e.FieldsV1.Raw) {
+				if !allowed(f) {
+					t.Errorf("%s: the operator owns %s, outside contract §4", d.Name, f)
+				}
+			}
+		}
+	}
+}

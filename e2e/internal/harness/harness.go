@@ -1,0 +1,394 @@
+// Package harness is what the scale benchmark and the fault suite share: a
+// real kube-apiserver and etcd with an audit log of the operator's own
+// requests, a stand-in for the Deployment controller, and readings of the
+// operator process (CPU, memory).
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/testenv"
+)
+
+// OperatorUser is the user the operator process authenticates as; the audit
+// log records its requests only.
+const OperatorUser = "openmed-operator"
+
+// Cluster is a kube-apiserver and etcd with the CRDs installed and an audit
+// log of OperatorUser's requests.
+type Cluster struct {
+	Env *testenv.Environment
+	// Client is an administrator's client, outside the audit log.
+	Client client.WithWatch
+	// AuditLog is the audit log file.
+	AuditLog string
+	// Kubeconfig authenticates as OperatorUser (system:masters).
+	Kubeconfig string
+	// KubeconfigData is the same, in memory.
+	KubeconfigData []byte
+}
+
+// Start starts the cluster in dir; level is the audit level of the
+// operator's requests ("Metadata" or "RequestResponse"). Stop it with
+// Cluster.Stop.
+func Start(t *testing.T, dir, level string) *Cluster {
+	t.Helper()
+	c := &Cluster{AuditLog: filepath.Join(dir, "audit.log"), Kubeconfig: filepath.Join(dir, "operator.kubeconfig")}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	body := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules:\n" +
+		"- level: " + level + "\n  users: [\"" + OperatorUser + "\"]\n- level: None\n"
+	if err := os.WriteFile(policy, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env, err := testenv.StartWith(testenv.Options{APIServerFlags: map[string]string{
+		"audit-log-path": c.AuditLog, "audit-policy-file": policy, "audit-log-maxsize": "0",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Env = env
+	if c.KubeconfigData, err = env.AddUser(OperatorUser, "system:masters"); err != nil {
+		c.Stop(t)
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.Kubeconfig, c.KubeconfigData, 0o600); err != nil {
+		c.Stop(t)
+		t.Fatal(err)
+	}
+	if c.Client, err = client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme}); err != nil {
+		c.Stop(t)
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Stop stops the API server and etcd.
+func (c *Cluster) Stop(t *testing.T) {
+	if err := c.Env.Stop(); err != nil {
+		t.Error(err)
+	}
+}
+
+// Request is one request of the operator in the audit log.
+type Request struct {
+	Verb, Resource, Subresource, Namespace, Name string
+	Code                                         int
+	At                                           time.Time
+	// Response is the object the API server answered with, at audit level
+	// RequestResponse.
+	Response json.RawMessage
+}
+
+// Kind is "verb resource[/subresource]".
+func (r Request) Kind() string {
+	k := r.Verb + " " + r.Resource
+	if r.Subresource != "" {
+		k += "/" + r.Subresource
+	}
+	return k
+}
+
+// Mutating reports a write.
+func (r Request) Mutating() bool {
+	switch r.Verb {
+	case "create", "update", "patch", "delete", "deletecollection":
+		return true
+	}
+	return false
+}
+
+// Requests reads the operator's completed requests received in [from, to).
+func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
+	t.Helper()
+	f, err := os.Open(c.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []Request
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		var e struct {
+			Stage string `json:"stage"`
+			Verb  string `json:"verb"`
+			User  struct {
+				Username string `json:"username"`
+			} `json:"user"`
+			ObjectRef *struct {
+				Resource    string `json:"resource"`
+				Subresource string `json:"subresource"`
+				Namespace   string `json:"namespace"`
+				Name        string `json:"name"`
+			} `json:"objectRef"`
+			ResponseStatus *struct {
+				Code int `json:"code"`
+			} `json:"responseStatus"`
+			ResponseObject  json.RawMessage  `json:"responseObject"`
+			RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit line: %v", err)
+		}
+		if e.User.Username != OperatorUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
+			continue
+		}
+		at := e.RequestReceived.Time
+		if at.Before(from) || !at.Before(to) {
+			continue
+		}
+		r := Request{Verb: e.Verb, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource,
+			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, At: at, Response: e.ResponseObject}
+		if e.ResponseStatus != nil {
+			r.Code = e.ResponseStatus.Code
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// PerModel splits requests into the ones a model's passes make and the ones
+// the informers and the leader election make (list, watch, leases), each
+// counted by kind.
+func PerModel(reqs []Request) (models, informer map[string]int) {
+	models, informer = map[string]int{}, map[string]int{}
+	for _, r := range reqs {
+		if r.Verb == "list" || r.Verb == "watch" || r.Resource == "leases" {
+			informer[r.Kind()]++
+			continue
+		}
+		models[r.Kind()]++
+	}
+	return models, informer
+}
+
+// StandIn plays the Deployment controller in one namespace: every
+// generation it has not reported yet is reported after Delay, rolled out
+// and available, or, for a pod template whose manifest hash is in Failing,
+// as a rollout that exceeded its progress deadline while the old pods
+// serve. It remembers when it reported each generation.
+type StandIn struct {
+	// Delay is the longest wait before a report (uniform from 0); 0 reports
+	// at once.
+	Delay time.Duration
+
+	c      client.WithWatch
+	ns     string
+	w      watch.Interface
+	queues []chan *appsv1.Deployment
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	failing  map[string]bool
+	reported map[string]map[int64]time.Time
+	rnd      *rand.Rand
+}
+
+// NewStandIn starts the stand-in for namespace ns with workers writers.
+func NewStandIn(t *testing.T, c client.WithWatch, ns string, workers int, delay time.Duration) *StandIn {
+	t.Helper()
+	w, err := c.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &StandIn{Delay: delay, c: c, ns: ns, w: w, failing: map[string]bool{}, reported: map[string]map[int64]time.Time{},
+		rnd: rand.New(rand.NewPCG(1, 2))}
+	for i := 0; i < workers; i++ {
+		q := make(chan *appsv1.Deployment, 4096)
+		s.queues = append(s.queues, q)
+		s.wg.Add(1)
+		go s.work(q)
+	}
+	go func() {
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted && d.Generation > d.Status.ObservedGeneration {
+				s.queues[int(hash(d.Name))%len(s.queues)] <- d
+			}
+		}
+		for _, q := range s.queues {
+			close(q)
+		}
+	}()
+	return s
+}
+
+// Fail makes every template with this manifest hash fail its rollout.
+func (s *StandIn) Fail(manifestHash string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing[manifestHash] = true
+}
+
+func hash(s string) uint32 {
+	var h uint32 = 2166136261
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint32(s[i])) * 16777619
+	}
+	return h
+}
+
+func (s *StandIn) work(q chan *appsv1.Deployment) {
+	defer s.wg.Done()
+	for d := range q {
+		if s.Delay > 0 {
+			s.mu.Lock()
+			wait := time.Duration(s.rnd.Int64N(int64(s.Delay)))
+			s.mu.Unlock()
+			time.Sleep(wait)
+		}
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			live := &appsv1.Deployment{}
+			if err := s.c.Get(context.Background(), client.ObjectKeyFromObject(d), live); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if live.Status.ObservedGeneration >= live.Generation {
+				return nil
+			}
+			s.mu.Lock()
+			failing := s.failing[live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]]
+			s.mu.Unlock()
+			live.Status = Status(live, failing)
+			if err := s.c.Status().Update(context.Background(), live); err != nil {
+				return err
+			}
+			s.mu.Lock()
+			if s.reported[live.Name] == nil {
+				s.reported[live.Name] = map[int64]time.Time{}
+			}
+			s.reported[live.Name][live.Generation] = time.Now()
+			s.mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "stand-in:", err)
+		}
+	}
+}
+
+// Status is what the Deployment controller reports for d's current
+// generation: rolled out and available, or failed.
+func Status(d *appsv1.Deployment, failing bool) appsv1.DeploymentStatus {
+	r := ptr.Deref(d.Spec.Replicas, 1)
+	now := metav1.Now()
+	if failing {
+		return appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: r + 1, UpdatedReplicas: 1, ReadyReplicas: r, AvailableReplicas: r, UnavailableReplicas: 1,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded", LastUpdateTime: now, LastTransitionTime: now},
+			},
+		}
+	}
+	return appsv1.DeploymentStatus{
+		ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
+		Conditions: []appsv1.DeploymentCondition{
+			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable", LastUpdateTime: now, LastTransitionTime: now},
+			{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable", LastUpdateTime: now, LastTransitionTime: now},
+		},
+	}
+}
+
+// Reported is how many Deployments have been reported at least once.
+func (s *StandIn) Reported() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reported)
+}
+
+// LastReport is when the stand-in last reported a generation of name.
+func (s *StandIn) LastReport(name string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last time.Time
+	var gen int64
+	for g, at := range s.reported[name] {
+		if g > gen {
+			gen, last = g, at
+		}
+	}
+	return last
+}
+
+// Stop ends the stand-in and waits for its writers.
+func (s *StandIn) Stop() {
+	s.w.Stop()
+	s.wg.Wait()
+}
+
+// CPUSeconds is the user and system CPU the process pid has used.
+func CPUSeconds(t *testing.T, pid int) float64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name may hold spaces; the fields after ") " are fixed.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ
+}
+
+// PeakRSS is the process's high-water resident set size in bytes.
+func PeakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// SetAvailable reports the Deployment name's current generation available
+// or not (its pods lost and back, no rollout) and returns when it wrote it.
+func (s *StandIn) SetAvailable(t *testing.T, name string, available bool) time.Time {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := &appsv1.Deployment{}
+		if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: name}, d); err != nil {
+			return err
+		}
+		r := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = r, r, 0
+		d.Status.Conditions[0].Status = corev1.ConditionTrue
+		if !available {
+			d.Status.AvailableReplicas, d.Status.ReadyReplicas, d.Status.UnavailableReplicas = 0, 0, r
+			d.Status.Conditions[0].Status = corev1.ConditionFalse
+		}
+		return s.c.Status().Update(context.Background(), d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Now()
+}
