@@ -135,7 +135,8 @@ func (d *decider) requeueWithin(after time.Duration) {
 // finish makes the status consistent with itself: when the pass evaluated
 // the current generation, every condition it owns says so, including the
 // ones whose value did not change (a generation bump with the same spec
-// hash, B16).
+// hash, B16). Then the Reconciling or Stalled message is written with the
+// pass's coordinates (summarize).
 func (d *decider) finish() {
 	if d.st.ObservedGeneration == d.gen && d.gen > 0 {
 		for i := range d.st.Conditions {
@@ -144,6 +145,7 @@ func (d *decider) finish() {
 			}
 		}
 	}
+	d.summarize()
 	d.plan.Status = *d.st
 }
 
@@ -493,8 +495,8 @@ func (d *decider) awaitController(ours bool) {
 }
 
 // rolling reports the model's rollout under way. A status that already
-// says so is kept as it is: every pass during a rollout would otherwise
-// write one.
+// says so is kept as it is, so a pass writes status during a rollout only
+// when the progress in the Reconciling message moved (summarize).
 func (d *decider) rolling() {
 	d.inFlight()
 	if d.old.Phase == v1alpha1.PhaseRollingOut && conditionIs(d.old, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, "") {

@@ -7,6 +7,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
@@ -32,6 +33,9 @@ type expect struct {
 	unchanged bool
 	// lagging: the status keeps an older observedGeneration on purpose.
 	lagging bool
+	// message, when set, is the Reconciling or Stalled message: what
+	// kstatus, Argo CD and `flux get` show.
+	message string
 }
 
 // Condition spellings used by the table.
@@ -68,7 +72,7 @@ func TestDecideTable(t *testing.T) {
 	}{{
 		name: "first pass starts the rollout (SpecChanged)", row: "rolling out",
 		setup: func(c *cluster) {},
-		want: expect{phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus, conds: startedConds("SpecChanged"),
+		want: expect{message: "Rolling out " + v1 + " on Deployment openmed-service", phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus, conds: startedConds("SpecChanged"),
 			apply: true, claim: true, ensure: 1, events: []string{"RolloutStarted"}, requeue: true},
 	}, {
 		name: "target appears after TargetNotFound (InitialRollout)", row: "rolling out",
@@ -97,13 +101,22 @@ func TestDecideTable(t *testing.T) {
 		want: expect{phase: v1alpha1.PhaseReady, kstatus: status.CurrentStatus, conds: readyConds,
 			apply: true, events: []string{"DriftCorrected"}},
 	}, {
-		name: "rollout in progress keeps the status it started with", row: "rolling out",
+		name: "rollout in progress keeps its conditions and reports the progress", row: "rolling out",
 		setup: func(c *cluster) {
 			c.pass()
 			c.markRolling()
 		},
+		want: expect{message: "Rolling out " + v1 + " on Deployment openmed-service: 1/2 pods updated, 2 available", phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus, conds: startedConds("SpecChanged"),
+			requeue: true},
+	}, {
+		name: "rollout pass without new progress writes nothing", row: "rolling out",
+		setup: func(c *cluster) {
+			c.pass()
+			c.markRolling()
+			c.pass()
+		},
 		want: expect{phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus, conds: startedConds("SpecChanged"),
-			requeue: true, unchanged: true},
+			message: "Rolling out " + v1 + " on Deployment openmed-service: 1/2 pods updated, 2 available", requeue: true, unchanged: true},
 	}, {
 		name: "rollout reaches Ready", row: "desired version serving",
 		setup: func(c *cluster) {
@@ -119,8 +132,8 @@ func TestDecideTable(t *testing.T) {
 				c.statusOf(d, 3, 2, 3, 3)
 			})
 		},
-		want: expect{phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus, conds: startedConds("SpecChanged"),
-			requeue: true, unchanged: true},
+		want: expect{message: "Rolling out " + v1 + " on Deployment openmed-service: 2/2 pods updated, 3 available", phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus, conds: startedConds("SpecChanged"),
+			requeue: true},
 	}, {
 		name: "steady state", row: "desired version serving",
 		setup: func(c *cluster) { c.readyAt(v1) },
@@ -132,7 +145,7 @@ func TestDecideTable(t *testing.T) {
 			c.editDeployment("helm", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "openmed:2.4.0" })
 			c.markRolling()
 		},
-		want: expect{phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
+		want: expect{message: "Deployment openmed-service is rolling out a change the model did not make: 1/2 pods updated, 2 available; serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
 			conds: []string{hlthy, progT + "DeploymentRolling", rdyF + "DeploymentRolling", recT + "DeploymentRolling", notReq}},
 	}, {
 		name: "paused target waits for its owner", row: "waiting for target",
@@ -141,20 +154,20 @@ func TestDecideTable(t *testing.T) {
 			c.pass()
 			c.setDeploymentStatus(func(d *appsv1.Deployment) { c.statusOf(d, 2, 0, 1, 1) })
 		},
-		want: expect{phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus,
+		want: expect{message: "Deployment openmed-service is paused; " + v1 + " rolls out when it is resumed", phase: v1alpha1.PhaseRollingOut, kstatus: status.InProgressStatus,
 			conds: []string{hlthy, progF + "TargetPaused", rdyF + "TargetPaused", recT + "TargetPaused", notReq}},
 	}, {
 		name: "target not found", row: "waiting for target",
 		target: func(d *appsv1.Deployment) { d.Name = "elsewhere" },
 		setup:  func(c *cluster) {},
-		want: expect{phase: v1alpha1.PhasePending, kstatus: status.InProgressStatus,
+		want: expect{message: "Waiting for Deployment openmed-service", phase: v1alpha1.PhasePending, kstatus: status.InProgressStatus,
 			conds:  []string{degT + "TargetNotFound", progF + "Blocked", rdyF + "TargetNotFound", recT + "TargetNotFound", notReq},
 			events: []string{"TargetNotFound"}},
 	}, {
 		name: "container not found", row: "blocked (Failed, recoverable)",
 		target: func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "other" },
 		setup:  func(c *cluster) {},
-		want: expect{phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
+		want: expect{message: "Deployment openmed-service has no container openmed-service", phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
 			conds:  []string{degT + "ContainerNotFound", progF + "Blocked", rdyF + "ContainerNotFound", stlT + "ContainerNotFound", notReq},
 			events: []string{"ContainerNotFound"}},
 	}, {
@@ -164,7 +177,7 @@ func TestDecideTable(t *testing.T) {
 				d.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: c.ns + "/other"}
 			})
 		},
-		want: expect{phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
+		want: expect{message: "Deployment openmed-service is managed by another OpenMedModel", phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
 			conds:  []string{degT + "TargetConflict", progF + "Blocked", rdyF + "TargetConflict", stlT + "TargetConflict", notReq},
 			events: []string{"TargetConflict"}},
 	}, {
@@ -180,7 +193,7 @@ func TestDecideTable(t *testing.T) {
 			c.pass()
 			c.markFailed()
 		},
-		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
+		want: expect{message: "Rolling back Deployment openmed-service to " + v1 + " after " + v2 + " failed", phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
 			conds:  []string{degT + "RolloutFailed", progT + "RollbackInProgress", rdyF + "RolledBack", recT + "RolledBack", rbF + "RollbackInProgress"},
 			events: []string{"RolloutFailed", "RollbackStarted"}, requeue: true},
 	}, {
@@ -192,7 +205,7 @@ func TestDecideTable(t *testing.T) {
 			c.markFailed()
 			c.pass()
 		},
-		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
+		want: expect{message: "Rolling back Deployment openmed-service to " + v1 + " after " + v2 + " failed", phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
 			conds: []string{degT + "DesiredVersionFailed", progT + "RollbackInProgress", rdyF + "RolledBack", recT + "RolledBack", rbF + "RollbackInProgress"},
 			apply: true, requeue: true},
 	}, {
@@ -206,7 +219,7 @@ func TestDecideTable(t *testing.T) {
 			c.pass()
 			c.markFailed()
 		},
-		want: expect{phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
+		want: expect{message: v2 + " failed on Deployment openmed-service and no retained version is serving; change the spec or set reconcile.fluxcd.io/resetAt to retry", phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
 			conds:  []string{degT + "RolloutFailed", progF + "ProgressDeadlineExceeded", rdyF + "RolloutFailed", stlT + "RolloutFailed", rbF + "RollbackDisabled"},
 			events: []string{"RolloutFailed"}},
 	}, {
@@ -215,7 +228,7 @@ func TestDecideTable(t *testing.T) {
 			c.pass()
 			c.markFailed()
 		},
-		want: expect{phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
+		want: expect{message: v1 + " failed on Deployment openmed-service and no retained version is serving; change the spec or set reconcile.fluxcd.io/resetAt to retry", phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
 			conds:  []string{degT + "RolloutFailed", progF + "ProgressDeadlineExceeded", rdyF + "RolloutFailed", stlT + "RolloutFailed", rbF + "RollbackDisabled"},
 			events: []string{"RolloutFailed"}},
 	}, {
@@ -224,9 +237,9 @@ func TestDecideTable(t *testing.T) {
 			c.readyAt(v1)
 			c.failRollout(v2)
 		},
-		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
+		want: expect{message: "Rolling back Deployment openmed-service to " + v1 + " after " + v2 + " failed", phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus, unchanged: true,
 			conds:   []string{degT + "DesiredVersionFailed", progT + "RollbackInProgress", rdyF + "RolledBack", recT + "RolledBack", rbF + "RollbackInProgress"},
-			requeue: true, unchanged: true},
+			requeue: true},
 	}, {
 		name: "automatic rollback succeeded", row: "desired spec failed, held at a retained version",
 		setup: func(c *cluster) {
@@ -234,7 +247,7 @@ func TestDecideTable(t *testing.T) {
 			c.failRollout(v2)
 			c.markReady()
 		},
-		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.FailedStatus,
+		want: expect{message: v2 + " failed on Deployment openmed-service; serving the retained " + v1 + "; change the spec or set reconcile.fluxcd.io/resetAt to retry", phase: v1alpha1.PhaseRolledBack, kstatus: status.FailedStatus,
 			conds:  []string{degT + "DesiredVersionFailed", progF + "RollbackComplete", rdyF + "RolledBack", stlT + "RolledBack", "RolledBack=True/RollbackSucceeded"},
 			events: []string{"RollbackSucceeded"}},
 	}, {
@@ -244,7 +257,7 @@ func TestDecideTable(t *testing.T) {
 			c.failRollout(v2)
 			c.markFailed()
 		},
-		want: expect{phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
+		want: expect{message: "Rollback of Deployment openmed-service to " + v1 + " failed after " + v2 + " failed", phase: v1alpha1.PhaseFailed, kstatus: status.FailedStatus,
 			conds:  []string{degT + "RollbackFailed", progF + "ProgressDeadlineExceeded", rdyF + "RollbackFailed", stlT + "RollbackFailed", rbF + "RollbackFailed"},
 			events: []string{"RollbackFailed"}},
 	}, {
@@ -264,7 +277,7 @@ func TestDecideTable(t *testing.T) {
 			c.readyAt(v2)
 			c.annotate(v1alpha1.RollbackToAnnotation, v1)
 		},
-		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
+		want: expect{message: "Rolling back Deployment openmed-service to " + v1 + " (openmed.ai/rollback-to)", phase: v1alpha1.PhaseRolledBack, kstatus: status.InProgressStatus,
 			conds: []string{degT + "ManualRollback", progT + "RollbackInProgress", rdyF + "ManualRollback", recT + "ManualRollback", rbF + "RollbackInProgress"},
 			apply: true, events: []string{"RollbackStarted"}, requeue: true},
 	}, {
@@ -276,7 +289,7 @@ func TestDecideTable(t *testing.T) {
 			c.pass()
 			c.markReady()
 		},
-		want: expect{phase: v1alpha1.PhaseRolledBack, kstatus: status.FailedStatus,
+		want: expect{message: "Held at " + v1 + " on Deployment openmed-service by the openmed.ai/rollback-to annotation; remove it to roll out " + v2, phase: v1alpha1.PhaseRolledBack, kstatus: status.FailedStatus,
 			conds:  []string{degT + "ManualRollback", progF + "RollbackComplete", rdyF + "RolledBack", stlT + "RolledBack", "RolledBack=True/RollbackSucceeded"},
 			events: []string{"RollbackSucceeded"}},
 	}, {
@@ -285,7 +298,7 @@ func TestDecideTable(t *testing.T) {
 			c.readyAt(v1)
 			c.markUnavailable()
 		},
-		want: expect{phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
+		want: expect{message: "Deployment openmed-service lost availability (0/2 pods available); serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
 			conds: []string{degT + "DeploymentUnavailable", progF + "DeploymentUnavailable", rdyF + "DeploymentUnavailable", recT + "DeploymentUnavailable", notReq}},
 	}, {
 		name: "Ready Deployment fails without a model change (DeploymentUnavailable)", row: "failed (Deployment's own failure)",
@@ -294,7 +307,7 @@ func TestDecideTable(t *testing.T) {
 			c.editDeployment("helm", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Image = "openmed:broken" })
 			c.markFailed()
 		},
-		want: expect{phase: v1alpha1.PhaseReady, kstatus: status.FailedStatus,
+		want: expect{message: "Deployment openmed-service reports a failed rollout the model did not start (2/2 pods available); serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.FailedStatus,
 			conds: []string{degT + "DeploymentUnavailable", progF + "DeploymentUnavailable", rdyF + "DeploymentUnavailable", stlT + "DeploymentUnavailable", notReq}},
 	}, {
 		name: "suspended while Ready", row: "suspended",
@@ -361,6 +374,11 @@ func TestDecideTable(t *testing.T) {
 			if (plan.RequeueAfter > 0 || plan.Requeue) != w.requeue {
 				t.Errorf("requeueAfter %v requeue %v, want requeue %v", plan.RequeueAfter, plan.Requeue, w.requeue)
 			}
+			if w.message != "" {
+				if got := kstatusMessage(plan.Status); got != w.message {
+					t.Errorf("kstatus message\n got: %s\nwant: %s", got, w.message)
+				}
+			}
 			if w.unchanged != apiequality.Semantic.DeepEqual(*in, plan.Status) {
 				t.Errorf("status unchanged = %v, want %v", !w.unchanged, w.unchanged)
 			}
@@ -408,4 +426,14 @@ func TestFreshObjectIsNotCurrent(t *testing.T) {
 	if got := kstatusOf(t, c.obj, c.obj.Status); got != status.InProgressStatus {
 		t.Errorf("kstatus %s, want InProgress", got)
 	}
+}
+
+// kstatusMessage is the message of the Reconciling or Stalled condition.
+func kstatusMessage(st v1alpha1.OpenMedModelStatus) string {
+	for _, typ := range []string{v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition} {
+		if c := apimeta.FindStatusCondition(st.Conditions, typ); c != nil {
+			return c.Message
+		}
+	}
+	return ""
 }

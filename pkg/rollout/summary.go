@@ -1,0 +1,151 @@
+package rollout
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// summarize writes what is happening into the Reconciling or Stalled
+// condition, the one kstatus, `flux get`, Argo CD and `kubectl openmed`
+// show: the desired and active versions, the target, the rollback target
+// and the Deployment controller's progress with the version being rolled.
+// Only coordinates go in (versions, names, counts), never an API answer or
+// other text from the cluster. The reference's four conditions keep their
+// fixed messages.
+//
+// Progress counts change as pods roll, so a rollout writes its status once
+// per change of the counts; a pass whose counts did not move writes nothing.
+func (d *decider) summarize() {
+	for _, typ := range []string{v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition} {
+		if c := meta.FindStatusCondition(d.st.Conditions, typ); c != nil {
+			if m := d.summary(typ, c.Reason); m != "" {
+				c.Message = m
+			}
+		}
+	}
+}
+
+// summary returns the message of the kstatus condition typ with reason, or
+// "" to keep the message the pass set (an invalid spec names the field, an
+// ownership conflict the manager and the fix).
+func (d *decider) summary(typ, reason string) string {
+	desired, active := d.st.DesiredVersion, d.st.ActiveVersion
+	target := TargetName(d.obj)
+	rollback := ""
+	if d.st.RollbackSpec != nil {
+		rollback = d.st.RollbackSpec.Version
+	}
+	serving := ""
+	if active != "" && active != desired {
+		serving = fmt.Sprintf("; serving %s", active)
+	}
+	switch reason {
+	case v1alpha1.RolloutStartedReason, v1alpha1.RolloutInProgressReason:
+		if desired == "" {
+			return ""
+		}
+		if d.st.Phase == v1alpha1.PhaseReady {
+			// Another manager's change of a Deployment already serving the
+			// desired version, not yet seen by the Deployment controller.
+			return fmt.Sprintf("Waiting for the Deployment controller to observe Deployment %s; serving %s", target, desired)
+		}
+		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s", desired, target, d.progress(d.st.ManifestHash), serving)
+	case v1alpha1.RolledBackReason:
+		switch {
+		case d.manualHold():
+			return fmt.Sprintf("Held at %s on Deployment %s by the %s annotation; remove it to roll out %s",
+				active, target, v1alpha1.RollbackToAnnotation, desired)
+		case typ == v1alpha1.StalledCondition:
+			return fmt.Sprintf("%s failed on Deployment %s; serving the retained %s; change the spec or set %s to retry",
+				desired, target, active, v1alpha1.ResetRequestAnnotation)
+		default:
+			return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s", target, rollback, desired, d.progress(d.rollbackHash()))
+		}
+	case v1alpha1.ManualRollbackReason:
+		return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s", target, rollback, v1alpha1.RollbackToAnnotation, d.progress(d.rollbackHash()))
+	case v1alpha1.RolloutFailedReason:
+		return fmt.Sprintf("%s failed on Deployment %s and no retained version is serving; change the spec or set %s to retry",
+			desired, target, v1alpha1.ResetRequestAnnotation)
+	case v1alpha1.RollbackFailedReason:
+		return fmt.Sprintf("Rollback of Deployment %s to %s failed after %s failed", target, rollback, desired)
+	case v1alpha1.TargetNotFoundReason:
+		return fmt.Sprintf("Waiting for Deployment %s", target)
+	case v1alpha1.ContainerNotFoundReason:
+		return fmt.Sprintf("Deployment %s has no container %s", target, d.obj.Spec.TargetRef.ContainerName)
+	case v1alpha1.TargetConflictReason:
+		return fmt.Sprintf("Deployment %s is managed by another OpenMedModel", target)
+	case v1alpha1.DeploymentRollingReason:
+		return fmt.Sprintf("Deployment %s is rolling out a change the model did not make%s; serving %s", target, d.progress(""), active)
+	case v1alpha1.TargetPausedReason:
+		return fmt.Sprintf("Deployment %s is paused; %s rolls out when it is resumed", target, desired)
+	case v1alpha1.DeploymentUnavailableReason:
+		if typ == v1alpha1.StalledCondition {
+			return fmt.Sprintf("Deployment %s reports a failed rollout the model did not start (%s); serving %s", target, d.availability(), active)
+		}
+		return fmt.Sprintf("Deployment %s lost availability (%s); serving %s", target, d.availability(), active)
+	case v1alpha1.ManifestConflictReason:
+		return fmt.Sprintf("The manifest ConfigMap name for %s is taken by an object this model does not own", desired)
+	case v1alpha1.ManifestFailedReason:
+		return fmt.Sprintf("Creating the manifest ConfigMap for %s failed; retrying", desired)
+	case v1alpha1.ApplyFailedReason:
+		return fmt.Sprintf("Applying the model pointer to Deployment %s failed; retrying", target)
+	case v1alpha1.ApplyRejectedReason:
+		return fmt.Sprintf("The API server rejected the model pointer for Deployment %s (forbidden, invalid or denied by an admission webhook); retrying until the cause is fixed", target)
+	case v1alpha1.ReleaseFailedReason:
+		return fmt.Sprintf("Releasing Deployment %s failed; retrying", d.releasedTarget())
+	}
+	return ""
+}
+
+// manualHold reports a hold by the rollback-to annotation (not a failure of
+// the desired spec).
+func (d *decider) manualHold() bool {
+	return conditionIs(d.st, v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.ManualRollbackReason)
+}
+
+// rollbackHash is the manifest hash of the version a rollback restores.
+func (d *decider) rollbackHash() string {
+	if d.st.RollbackSpec == nil {
+		return ""
+	}
+	return ManifestHash(*d.st.RollbackSpec)
+}
+
+// releasedTarget names the Deployment a release is for: the one the status
+// last pointed at (a retarget or a deletion), else the spec's.
+func (d *decider) releasedTarget() string {
+	if d.st.TargetName != "" {
+		return d.st.TargetName
+	}
+	return TargetName(d.obj)
+}
+
+// progress is the Deployment controller's progress with the pod template
+// carrying manifestHash ("" for any template): ": 1/2 pods updated, 3
+// available". Nothing is said while the cached Deployment does not carry
+// that template yet (the pass that applies it) or before the controller saw
+// it: a message that changes only because the controller caught up would
+// cost a status write per rollout and say nothing the counts do not.
+func (d *decider) progress(manifestHash string) string {
+	dep := d.obs.Deployment
+	if dep == nil || (manifestHash != "" && dep.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash) {
+		return ""
+	}
+	if !ControllerObserved(dep) {
+		return ""
+	}
+	return fmt.Sprintf(": %d/%d pods updated, %d available", dep.Status.UpdatedReplicas, specReplicas(dep), dep.Status.AvailableReplicas)
+}
+
+// availability is "1/2 pods available".
+func (d *decider) availability() string {
+	dep := d.obs.Deployment
+	if dep == nil {
+		return "no Deployment"
+	}
+	return fmt.Sprintf("%d/%d pods available", dep.Status.AvailableReplicas, specReplicas(dep))
+}
