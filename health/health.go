@@ -29,14 +29,18 @@ const (
 	Unknown Code = "Unknown"
 )
 
-// Messages are fixed text, one per situation, so a message never carries
-// user data and a change of situation that matters also changes the code
-// (Argo CD refreshes an application on code changes only). health.lua spells
-// the same strings; the fixture corpus proves it.
+// Messages. The operator writes what is happening, with coordinates only
+// (versions, names, counts), into its Reconciling and Stalled conditions;
+// the health check shows that message when the deciding condition carries
+// one, as kstatus does, and otherwise one of these fixed texts (statuses
+// written by the reference operator, or by hand). health.lua spells the same
+// strings; the fixture corpus proves it.
 const (
 	MessagePendingDeletion       = "Pending deletion"
 	MessageNotObserved           = "Waiting for the operator to observe the latest generation"
+	MessageNotReported           = "Waiting for the operator to report status"
 	MessageSuspended             = "Reconciliation is suspended"
+	MessageSuspendedNotApplied   = "Reconciliation is suspended; the latest spec is not applied"
 	MessageInvalidSpec           = "Spec is invalid"
 	MessageRolledBack            = "Desired spec failed; a retained version is serving"
 	MessageManualRollback        = "Held at a retained version by a manual rollback"
@@ -50,12 +54,19 @@ const (
 	MessageUnrecognized          = "Status is not recognized by this health check"
 )
 
+// MessageServing is the Healthy message for status.activeVersion v.
+func MessageServing(v string) string { return "Serving " + v }
+
 // Result is the outcome of Assess.
 type Result struct {
 	// Code is the health status code.
 	Code Code `json:"status"`
-	// Message is one of the Message constants.
-	Message string `json:"message"`
+	// Message says what is happening.
+	Message string `json:"message,omitempty"`
+	// DeletionMessage is set, to Message, for an object being deleted:
+	// gitops-engine 3.6 and later show it instead of their default "Pending
+	// deletion; blocked by finalizers" text.
+	DeletionMessage string `json:"deletionMessage,omitempty"`
 }
 
 // Assess returns the health of an OpenMedModel. It never fails: fields that
@@ -65,12 +76,13 @@ type Result struct {
 // The order of the checks is the contract the Lua script and the CEL
 // expressions mirror:
 //
-//  1. metadata.deletionTimestamp set: Progressing (checked first, as Argo CD
-//     does for objects without a health script).
-//  2. Not observed: no status, status.observedGeneration absent or different
+//  1. metadata.deletionTimestamp set: Progressing, with a deletion message
+//     naming the Deployment being released.
+//  2. spec.suspend true and status.phase Suspended (the operator has seen
+//     the suspension): Suspended, also when the spec changed since.
+//  3. Not observed: no status, status.observedGeneration absent or different
 //     from metadata.generation, or any condition whose observedGeneration is
 //     set and differs from metadata.generation: Progressing.
-//  3. spec.suspend true: Suspended.
 //  4. Stalled=True: Degraded (invalid spec, held at a retained version, or
 //     failed with nothing serving).
 //  5. Degraded=True with reason DeploymentUnavailable: Degraded.
@@ -79,40 +91,84 @@ type Result struct {
 //  7. Ready=True: Healthy.
 //  8. Otherwise the phase decides, for statuses without the kstatus pair:
 //     Failed and RolledBack are Degraded, Pending, RollingOut, Ready and
-//     Suspended are Progressing, anything else is Unknown.
+//     Suspended are Progressing, no phase and no condition is Progressing
+//     (nothing reported yet), any other phase is Unknown.
+//
+// Rules 4 to 6 show the deciding condition's message when it has one,
+// rule 7 the active version.
 func Assess(obj *unstructured.Unstructured) Result {
 	content := obj.UnstructuredContent()
-	if metadata, ok := content["metadata"].(map[string]any); ok && metadata["deletionTimestamp"] != nil {
-		return Result{Progressing, MessagePendingDeletion}
+	metadata, _ := content["metadata"].(map[string]any)
+	spec, _ := content["spec"].(map[string]any)
+	status, _ := content["status"].(map[string]any)
+	if metadata["deletionTimestamp"] != nil {
+		m := deletionMessage(spec, status)
+		return Result{Progressing, m, m}
+	}
+	if spec["suspend"] == true && status["phase"] == string(v1alpha1.PhaseSuspended) {
+		if og, ok := number(status["observedGeneration"]); ok {
+			if g, ok := number(metadata["generation"]); ok && og == g {
+				return Result{Code: Suspended, Message: MessageSuspended}
+			}
+		}
+		return Result{Code: Suspended, Message: MessageSuspendedNotApplied}
 	}
 
 	s, ok := observe(content)
 	if !ok {
-		return Result{Progressing, MessageNotObserved}
-	}
-	if spec, ok := content["spec"].(map[string]any); ok && spec["suspend"] == true {
-		return Result{Suspended, MessageSuspended}
+		return Result{Code: Progressing, Message: MessageNotObserved}
 	}
 
 	switch {
 	case s.isTrue(v1alpha1.StalledCondition):
-		return Result{Degraded, s.failureMessage()}
+		return Result{Code: Degraded, Message: s.message(v1alpha1.StalledCondition, s.failureMessage())}
 	case s.isTrue(v1alpha1.DegradedCondition) &&
 		s.conditions[v1alpha1.DegradedCondition]["reason"] == v1alpha1.DeploymentUnavailableReason:
-		return Result{Degraded, MessageDeploymentUnavailable}
-	case s.isTrue(v1alpha1.ReconcilingCondition) || s.isTrue(v1alpha1.ProgressingCondition):
-		return Result{Progressing, s.progressMessage()}
+		return Result{Code: Degraded, Message: s.message(v1alpha1.ReconcilingCondition, MessageDeploymentUnavailable)}
+	case s.isTrue(v1alpha1.ReconcilingCondition):
+		return Result{Code: Progressing, Message: s.message(v1alpha1.ReconcilingCondition, s.progressMessage())}
+	case s.isTrue(v1alpha1.ProgressingCondition):
+		return Result{Code: Progressing, Message: s.progressMessage()}
 	case s.isTrue(v1alpha1.ReadyCondition):
-		return Result{Healthy, MessageReady}
+		if v, ok := status["activeVersion"].(string); ok && v != "" {
+			return Result{Code: Healthy, Message: MessageServing(v)}
+		}
+		return Result{Code: Healthy, Message: MessageReady}
 	}
 
 	switch s.phase {
 	case v1alpha1.PhaseFailed, v1alpha1.PhaseRolledBack:
-		return Result{Degraded, s.failureMessage()}
+		return Result{Code: Degraded, Message: s.failureMessage()}
 	case v1alpha1.PhasePending, v1alpha1.PhaseRollingOut, v1alpha1.PhaseReady, v1alpha1.PhaseSuspended:
-		return Result{Progressing, s.progressMessage()}
+		return Result{Code: Progressing, Message: s.progressMessage()}
+	case "":
+		if len(s.conditions) == 0 {
+			return Result{Code: Progressing, Message: MessageNotReported}
+		}
 	}
-	return Result{Unknown, MessageUnrecognized}
+	return Result{Code: Unknown, Message: MessageUnrecognized}
+}
+
+// deletionMessage names the Deployment the operator releases behind its
+// finalizer (the one the status last pointed at, else the spec's), and says
+// when the release keeps failing.
+func deletionMessage(spec, status map[string]any) string {
+	target, _ := status["targetName"].(string)
+	if target == "" {
+		ref, _ := spec["targetRef"].(map[string]any)
+		target, _ = ref["name"].(string)
+	}
+	if target == "" {
+		return MessagePendingDeletion
+	}
+	conditions, _ := status["conditions"].([]any)
+	for _, item := range conditions {
+		if c, ok := item.(map[string]any); ok && c["status"] == "True" && c["reason"] == v1alpha1.ReleaseFailedReason &&
+			(c["type"] == v1alpha1.ReconcilingCondition || c["type"] == v1alpha1.StalledCondition) {
+			return MessagePendingDeletion + "; releasing Deployment " + target + " failed, retrying"
+		}
+	}
+	return MessagePendingDeletion + "; releasing Deployment " + target
 }
 
 // observed is the part of an observed status the assessment reads.
@@ -170,6 +226,15 @@ func observe(content map[string]any) (observed, bool) {
 func (s observed) isTrue(t string) bool {
 	c, ok := s.conditions[t]
 	return ok && c["status"] == "True"
+}
+
+// message returns the message of the condition of type t when it is a
+// non-empty string, else fallback.
+func (s observed) message(t, fallback string) string {
+	if m, ok := s.conditions[t]["message"].(string); ok && m != "" {
+		return m
+	}
+	return fallback
 }
 
 // reason returns the reason of the condition of type t, or "".

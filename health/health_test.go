@@ -6,11 +6,13 @@ import (
 	"github.com/openmed/openmed-operator/health/internal/corpus"
 )
 
-// allMessages lists every message Assess can return; the corpus must reach
-// each of them, so every branch of Assess (and of health.lua) is exercised.
+// allMessages lists every fixed message Assess can return; the corpus must
+// reach each of them, so every branch of Assess (and of health.lua) is
+// exercised. The other messages are the operator's own (Reconciling,
+// Stalled), "Serving <version>" and the deletion message.
 var allMessages = []string{
-	MessagePendingDeletion, MessageNotObserved, MessageSuspended, MessageInvalidSpec,
-	MessageRolledBack, MessageFailed, MessageDeploymentUnavailable, MessageWaitingForTarget,
+	MessageNotObserved, MessageNotReported, MessageSuspended, MessageSuspendedNotApplied, MessageInvalidSpec,
+	MessageRolledBack, MessageManualRollback, MessageFailed, MessageDeploymentUnavailable, MessageWaitingForTarget,
 	MessageRollingOut, MessageRollingBack, MessageReconciling, MessageReady, MessageUnrecognized,
 }
 
@@ -30,7 +32,7 @@ func TestAssess(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := Assess(obj)
-			want := Result{Code(tc.ArgoCD.Status), tc.ArgoCD.Message}
+			want := Result{Code(tc.ArgoCD.Status), tc.ArgoCD.Message, tc.ArgoCD.DeletionMessage}
 			if got != want {
 				t.Errorf("Assess() = %+v, want %+v", got, want)
 			}
@@ -48,14 +50,14 @@ func TestAssess(t *testing.T) {
 // instead of failing: a health check must always answer.
 func TestAssessMalformed(t *testing.T) {
 	want := map[string]Result{
-		"status is a string":                       {Progressing, MessageNotObserved},
-		"observedGeneration is a string":           {Progressing, MessageNotObserved},
-		"no generation":                            {Progressing, MessageNotObserved},
-		"condition observedGeneration is a string": {Progressing, MessageNotObserved},
-		"conditions is a map":                      {Progressing, MessageReconciling},
-		"condition without type and no phase":      {Unknown, MessageUnrecognized},
-		"phase is a number":                        {Unknown, MessageUnrecognized},
-		"spec is a list":                           {Healthy, MessageReady},
+		"status is a string":                       {Code: Progressing, Message: MessageNotObserved},
+		"observedGeneration is a string":           {Code: Progressing, Message: MessageNotObserved},
+		"no generation":                            {Code: Progressing, Message: MessageNotObserved},
+		"condition observedGeneration is a string": {Code: Progressing, Message: MessageNotObserved},
+		"conditions is a map":                      {Code: Progressing, Message: MessageReconciling},
+		"condition without type and no phase":      {Code: Progressing, Message: MessageNotReported},
+		"phase is a number":                        {Code: Progressing, Message: MessageNotReported},
+		"spec is a list":                           {Code: Healthy, Message: MessageReady},
 	}
 	if len(want) != len(corpus.Malformed) {
 		t.Fatalf("%d expectations for %d malformed cases", len(want), len(corpus.Malformed))

@@ -87,12 +87,13 @@ func TestActionDiscovery(t *testing.T) {
 // wantPatches are the JSON merge patches each action test must produce
 // against its input: exactly the fields the action means to change.
 var wantPatches = map[string]string{
-	"rollback/testdata/ready.yaml":            `{"metadata":{"annotations":{"openmed.ai/rollback-to":"OpenMed/OpenMed-NER-Clinical-v2"}}}`,
-	"rollback/testdata/reference_failed.yaml": `{"metadata":{"annotations":{"openmed.ai/rollback-to":"OpenMed/OpenMed-NER-Clinical-v2"}}}`,
-	"rollback/testdata/new.yaml":              `{}`,
-	"retry/testdata/rolled_back.yaml":         `{"metadata":{"annotations":{"openmed.ai/rollback-to":null,"reconcile.fluxcd.io/requestedAt":"2026-08-20T12:00:00Z","reconcile.fluxcd.io/resetAt":"2026-08-20T12:00:00Z"}}}`,
-	"suspend/testdata/ready.yaml":             `{"spec":{"suspend":true}}`,
-	"resume/testdata/suspended.yaml":          `{"spec":{"suspend":false}}`,
+	"rollback/testdata/ready.yaml":             `{"metadata":{"annotations":{"openmed.ai/rollback-to":"OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1"}}}`,
+	"rollback/testdata/reference_failed.yaml":  `{"metadata":{"annotations":{"openmed.ai/rollback-to":"OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1"}}}`,
+	"rollback/testdata/new.yaml":               `{}`,
+	"retry/testdata/rolled_back.yaml":          `{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":"2026-08-20T12:00:00Z","reconcile.fluxcd.io/resetAt":"2026-08-20T12:00:00Z"}}}`,
+	"retry/testdata/manual_rollback_held.yaml": `{"metadata":{"annotations":{"openmed.ai/rollback-to":null,"reconcile.fluxcd.io/requestedAt":"2026-08-20T12:00:00Z","reconcile.fluxcd.io/resetAt":"2026-08-20T12:00:00Z"}}}`,
+	"suspend/testdata/ready.yaml":              `{"spec":{"suspend":true}}`,
+	"resume/testdata/suspended.yaml":           `{"spec":{"suspend":false}}`,
 }
 
 func TestActions(t *testing.T) {

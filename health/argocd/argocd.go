@@ -85,7 +85,7 @@ func mustRead(name string) string {
 // health.lua (the tests run both over one corpus) and never fails.
 func HealthCheck(obj *unstructured.Unstructured) (*health.HealthStatus, error) {
 	r := omhealth.Assess(obj)
-	return &health.HealthStatus{Status: health.HealthStatusCode(r.Code), Message: r.Message}, nil
+	return &health.HealthStatus{Status: health.HealthStatusCode(r.Code), Message: r.Message, DeletionMessage: r.DeletionMessage}, nil
 }
 
 // HealthOverride plugs HealthCheck into gitops-engine's

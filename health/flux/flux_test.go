@@ -51,6 +51,11 @@ func TestCorpus(t *testing.T) {
 			if string(kstatus.Status) != tc.KStatus {
 				t.Errorf("kstatus Compute() = %s (%s), want %s", kstatus.Status, kstatus.Message, tc.KStatus)
 			}
+			// Where the operator's Reconciling or Stalled message decides,
+			// `flux get`, kstatus UIs and Argo CD show the same text.
+			if copied := kstatusCondition(obj); copied != "" && copied == tc.ArgoCD.Message && kstatus.Message != copied {
+				t.Errorf("kstatus message %q, Argo CD shows %q", kstatus.Message, copied)
+			}
 
 			got := evaluate(t, evaluator, obj)
 			if string(got) != tc.ExpectedCEL() {
@@ -79,5 +84,41 @@ func TestCustomHealthCheck(t *testing.T) {
 	if hc.APIVersion != APIVersion || hc.Kind != Kind || hc.Current != CurrentExpression ||
 		hc.InProgress != InProgressExpression || hc.Failed != FailedExpression {
 		t.Errorf("CustomHealthCheck() = %+v", hc)
+	}
+}
+
+// kstatusCondition is the message of a True Reconciling or Stalled
+// condition of obj, or "".
+func kstatusCondition(obj *unstructured.Unstructured) string {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, item := range conditions {
+		c, _ := item.(map[string]any)
+		if (c["type"] == "Reconciling" || c["type"] == "Stalled") && c["status"] == "True" {
+			m, _ := c["message"].(string)
+			return m
+		}
+	}
+	return ""
+}
+
+// TestMessagesShared counts the cases whose message kstatus and Argo CD share,
+// so the identity check above cannot pass by checking nothing.
+func TestMessagesShared(t *testing.T) {
+	c, err := corpus.Load("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := 0
+	for _, tc := range c.Cases {
+		obj, err := c.Object(tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := kstatusCondition(obj); m != "" && m == tc.ArgoCD.Message {
+			shared++
+		}
+	}
+	if shared < 10 {
+		t.Errorf("%d corpus cases show the operator's message in both Argo CD and kstatus, want at least 10", shared)
 	}
 }

@@ -26,7 +26,10 @@ const (
 // ArgoCD is an expected Argo CD health status.
 type ArgoCD struct {
 	Status  string `json:"status"`
-	Message string `json:"message"`
+	Message string `json:"message,omitempty"`
+	// DeletionMessage is set for a terminating object (gitops-engine 3.6+
+	// shows it instead of its default text).
+	DeletionMessage string `json:"deletionMessage,omitempty"`
 }
 
 // Case is one row of the table.

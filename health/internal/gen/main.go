@@ -82,8 +82,14 @@ func healthTests(c *corpus.Corpus) []byte {
 	var b strings.Builder
 	b.WriteString("tests:\n")
 	for _, tc := range c.Cases {
-		fmt.Fprintf(&b, "- healthStatus:\n    status: %s\n    message: %s\n  inputPath: testdata/%s\n",
-			tc.ArgoCD.Status, quote(tc.ArgoCD.Message), tc.Fixture)
+		fmt.Fprintf(&b, "- healthStatus:\n    status: %s\n", tc.ArgoCD.Status)
+		if tc.ArgoCD.Message != "" {
+			fmt.Fprintf(&b, "    message: %s\n", quote(tc.ArgoCD.Message))
+		}
+		if tc.ArgoCD.DeletionMessage != "" {
+			fmt.Fprintf(&b, "    deletionMessage: %s\n", quote(tc.ArgoCD.DeletionMessage))
+		}
+		fmt.Fprintf(&b, "  inputPath: testdata/%s\n", tc.Fixture)
 	}
 	return []byte(b.String())
 }
@@ -164,17 +170,22 @@ func fluxKustomizationYAML() []byte {
 	hc := flux.CustomHealthCheck()
 	var b strings.Builder
 	b.WriteString(header)
-	b.WriteString(`# A Flux Kustomization that applies OpenMedModels and waits for them. kstatus
-# already reads an OpenMedModel right; healthCheckExprs states the same rules
-# explicitly (kustomize-controller v1.5+). A rolled-back or failed model is
-# Stalled, so the wait fails at once; set timeout above the models'
-# progressDeadlineSeconds (600 s by default) so a slow rollout can finish.
+	b.WriteString(`# The Flux Kustomization for OpenMedModels, in a Kustomization of their own
+# that dependsOn the app's (app-kustomization.yaml): the models are applied
+# once the Deployment they point at is, and their health is what this one
+# waits for. kstatus already reads an OpenMedModel right; healthCheckExprs
+# states the same rules explicitly (kustomize-controller v1.5+). A rolled-back
+# or failed model is Stalled, so the wait fails within seconds, naming the
+# OpenMedModel; set timeout above the models' progressDeadlineSeconds (600 s
+# by default) so a slow rollout can finish.
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
 metadata:
   name: openmed-models
   namespace: flux-system
 spec:
+  dependsOn:
+  - name: openmed-app
   interval: 10m
   retryInterval: 2m
   timeout: 15m
@@ -182,9 +193,9 @@ spec:
   wait: true
   sourceRef:
     kind: GitRepository
-    name: openmed-models
+    name: openmed
   path: ./models
-  targetNamespace: models
+  targetNamespace: openmed
   healthCheckExprs:
 `)
 	fmt.Fprintf(&b, "  - apiVersion: %s\n    kind: %s\n    inProgress: %s\n    failed: %s\n    current: %s\n",

@@ -18,18 +18,65 @@ local function result(status, message)
   return hs
 end
 
+local function str(v)
+  if type(v) == "string" and v ~= "" then
+    return v
+  end
+  return nil
+end
+
+local metadata = obj.metadata
+if type(metadata) ~= "table" then
+  metadata = {}
+end
+local spec = obj.spec
+if type(spec) ~= "table" then
+  spec = {}
+end
+local status = obj.status
+
 -- Deletion first: the operator releases the target Deployment behind its
--- finalizer, whatever the status says.
-if type(obj.metadata) == "table" and obj.metadata.deletionTimestamp ~= nil then
-  return result("Progressing", "Pending deletion")
+-- finalizer, whatever the status says. deletionMessage replaces Argo CD's
+-- default "blocked by finalizers" text (gitops-engine 3.6 and later).
+if metadata.deletionTimestamp ~= nil then
+  local message = "Pending deletion"
+  local target = nil
+  if type(status) == "table" then
+    target = str(status.targetName)
+  end
+  if target == nil and type(spec.targetRef) == "table" then
+    target = str(spec.targetRef.name)
+  end
+  if target ~= nil then
+    message = "Pending deletion; releasing Deployment " .. target
+    if type(status) == "table" and type(status.conditions) == "table" then
+      for _, c in ipairs(status.conditions) do
+        if type(c) == "table" and c.status == "True" and c.reason == "ReleaseFailed" and (c.type == "Reconciling" or c.type == "Stalled") then
+          message = "Pending deletion; releasing Deployment " .. target .. " failed, retrying"
+          break
+        end
+      end
+    end
+  end
+  hs.deletionMessage = message
+  return result("Progressing", message)
+end
+
+local generation = nil
+if type(metadata.generation) == "number" then
+  generation = metadata.generation
+end
+
+-- Suspended once the operator has seen the suspension (it writes phase
+-- Suspended), also when the spec changed since.
+if spec.suspend == true and type(status) == "table" and status.phase == "Suspended" then
+  if generation ~= nil and status.observedGeneration == generation then
+    return result("Suspended", "Reconciliation is suspended")
+  end
+  return result("Suspended", "Reconciliation is suspended; the latest spec is not applied")
 end
 
 local notObserved = "Waiting for the operator to observe the latest generation"
-local generation = nil
-if type(obj.metadata) == "table" and type(obj.metadata.generation) == "number" then
-  generation = obj.metadata.generation
-end
-local status = obj.status
 if type(status) ~= "table" or generation == nil then
   return result("Progressing", notObserved)
 end
@@ -40,6 +87,7 @@ end
 -- A condition stamped with another generation means the status mixes two
 -- passes: trust none of it yet.
 local conditions = {}
+local count = 0
 if type(status.conditions) == "table" then
   for _, c in ipairs(status.conditions) do
     if type(c) == "table" then
@@ -48,13 +96,10 @@ if type(status.conditions) == "table" then
       end
       if type(c.type) == "string" and conditions[c.type] == nil then
         conditions[c.type] = c
+        count = count + 1
       end
     end
   end
-end
-
-if type(obj.spec) == "table" and obj.spec.suspend == true then
-  return result("Suspended", "Reconciliation is suspended")
 end
 
 local function isTrue(conditionType)
@@ -70,58 +115,80 @@ local function reason(conditionType)
   return c.reason
 end
 
-local phase = status.phase
+-- The operator writes what is happening, with coordinates only, into the
+-- Reconciling and Stalled messages; statuses without one get fixed text.
+local function message(conditionType, fallback)
+  local c = conditions[conditionType]
+  if c ~= nil and str(c.message) ~= nil then
+    return c.message
+  end
+  return fallback
+end
 
-local function failure()
+local phase = status.phase
+if type(phase) ~= "string" then
+  phase = ""
+end
+
+local function failureMessage()
   if reason("Ready") == "InvalidSpec" or reason("Stalled") == "InvalidSpec" then
-    return result("Degraded", "Spec is invalid")
+    return "Spec is invalid"
   end
   -- Nothing failed: someone asked for a retained version.
   if reason("Degraded") == "ManualRollback" then
-    return result("Degraded", "Held at a retained version by a manual rollback")
+    return "Held at a retained version by a manual rollback"
   end
   if phase == "RolledBack" or reason("Stalled") == "RolledBack" then
-    return result("Degraded", "Desired spec failed; a retained version is serving")
+    return "Desired spec failed; a retained version is serving"
   end
-  return result("Degraded", "Desired spec failed; no retained version is serving")
+  return "Desired spec failed; no retained version is serving"
 end
 
-local function progressing()
+local function progressMessage()
   if phase == "Pending" then
-    return result("Progressing", "Waiting for the target Deployment")
+    return "Waiting for the target Deployment"
   end
   if phase == "RollingOut" then
-    return result("Progressing", "Rolling out the desired version")
+    return "Rolling out the desired version"
   end
   if phase == "RolledBack" then
-    return result("Progressing", "Restoring a retained version")
+    return "Restoring a retained version"
   end
-  return result("Progressing", "Reconciliation in progress")
+  return "Reconciliation in progress"
 end
 
 if isTrue("Stalled") then
-  return failure()
+  return result("Degraded", message("Stalled", failureMessage()))
 end
 -- The model was serving and its Deployment lost availability for reasons
 -- unrelated to a rollout: Flux keeps waiting, Argo CD shows the outage.
 if isTrue("Degraded") and reason("Degraded") == "DeploymentUnavailable" then
-  return result("Degraded", "Target Deployment lost availability")
+  return result("Degraded", message("Reconciling", "Target Deployment lost availability"))
+end
+if isTrue("Reconciling") then
+  return result("Progressing", message("Reconciling", progressMessage()))
 end
 -- Progressing=True stands in for Reconciling on statuses written by the
 -- reference operator, which had no Reconciling condition.
-if isTrue("Reconciling") or isTrue("Progressing") then
-  return progressing()
+if isTrue("Progressing") then
+  return result("Progressing", progressMessage())
 end
 if isTrue("Ready") then
+  if str(status.activeVersion) ~= nil then
+    return result("Healthy", "Serving " .. status.activeVersion)
+  end
   return result("Healthy", "Desired version is serving")
 end
 
 -- No deciding condition: the phase decides (statuses without the kstatus
 -- pair). A phase this script does not know is reported, never guessed.
 if phase == "Failed" or phase == "RolledBack" then
-  return failure()
+  return result("Degraded", failureMessage())
 end
 if phase == "Pending" or phase == "RollingOut" or phase == "Ready" or phase == "Suspended" then
-  return progressing()
+  return result("Progressing", progressMessage())
+end
+if phase == "" and count == 0 then
+  return result("Progressing", "Waiting for the operator to report status")
 end
 return result("Unknown", "Status is not recognized by this health check")
