@@ -15,6 +15,13 @@ KUBE_VERSION ?= v1.37.0
 ETCD_VERSION ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.23.0
 KWOK_VERSION ?= v0.8.0
+# Flux: kustomize-controller, the flux CLI and the source-controller release
+# whose GitRepository CRD they read (the CLI's own dependency).
+KUSTOMIZE_CONTROLLER_VERSION ?= v1.9.6
+FLUX_VERSION ?= v2.9.5
+SOURCE_CONTROLLER_VERSION ?= v1.9.5
+# Argo CD, whose own util/lua tests `make argocd-upstream` runs on our folder.
+ARGOCD_VERSION ?= v3.6.1
 
 # The control-plane binaries, built from Go modules (hack/tools/*), live in one
 # directory per version pair; KUBEBUILDER_ASSETS points envtest at it.
@@ -25,10 +32,16 @@ KUBE_CONTROLLER_MANAGER := $(TESTBIN)/kube-controller-manager
 KUBE_SCHEDULER := $(TESTBIN)/kube-scheduler
 KWOK := $(BIN)/kwok-$(KWOK_VERSION)/kwok
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+FLUXBIN := $(BIN)/flux-$(FLUX_VERSION)-kc-$(KUSTOMIZE_CONTROLLER_VERSION)
+KUSTOMIZE_CONTROLLER := $(FLUXBIN)/kustomize-controller
+FLUX := $(FLUXBIN)/flux
+FLUX_CRDS := $(FLUXBIN)/crds/.done-all-sources
 
 export KUBEBUILDER_ASSETS := $(TESTBIN)
 # pkg/minicluster finds kwok through OPENMED_KWOK.
 export OPENMED_KWOK := $(KWOK)
+# The end-to-end suite finds kustomize-controller, flux and their CRDs here.
+export OPENMED_FLUX_DIR := $(FLUXBIN)
 
 GO_TEST_FLAGS ?= -count=1
 
@@ -76,6 +89,39 @@ $(KWOK): hack/tools/kwok/go.mod
 	@echo ">> building kwok $(KWOK_VERSION) from Go modules"
 	cd hack/tools/kwok && go build -o $@.tmp sigs.k8s.io/kwok/cmd/kwok && mv $@.tmp $@
 
+.PHONY: fluxbin
+fluxbin: $(KUSTOMIZE_CONTROLLER) $(FLUX) $(FLUX_CRDS) ## Build Flux's kustomize-controller and flux CLI from Go modules into bin/ (cached), with their CRDs.
+
+$(KUSTOMIZE_CONTROLLER): hack/tools/flux/go.mod
+	@mkdir -p $(@D)
+	@echo ">> building kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) from Go modules"
+	cd hack/tools/flux && go build -trimpath -ldflags=-s -o $@.tmp github.com/fluxcd/kustomize-controller && mv $@.tmp $@
+
+# The flux CLI's module embeds install manifests its release build generates;
+# the CLI is built from a copy of the module with a placeholder instead
+# (`flux install` and `flux bootstrap` are not used here).
+$(FLUX):
+	@mkdir -p $(@D)
+	@echo ">> building the flux CLI $(FLUX_VERSION) from Go modules"
+	src="$$(go mod download -json github.com/fluxcd/flux2/v2@$(FLUX_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	rm -rf $(FLUXBIN)/src && cp -r "$$src" $(FLUXBIN)/src && chmod -R u+w $(FLUXBIN)/src; \
+	mkdir -p $(FLUXBIN)/src/cmd/flux/manifests; \
+	echo '# placeholder: this build carries no install manifests' > $(FLUXBIN)/src/cmd/flux/manifests/placeholder.yaml; \
+	cd $(FLUXBIN)/src && go build -trimpath -ldflags="-s -X main.VERSION=$(FLUX_VERSION:v%=%)" -o $@.tmp ./cmd/flux
+	mv $@.tmp $@ && rm -rf $(FLUXBIN)/src
+
+# kustomize-controller watches all three source kinds and starts no worker
+# until each CRD serves.
+$(FLUX_CRDS):
+	@mkdir -p $(@D)
+	kc="$$(go mod download -json github.com/fluxcd/kustomize-controller@$(KUSTOMIZE_CONTROLLER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	sc="$$(go mod download -json github.com/fluxcd/source-controller@$(SOURCE_CONTROLLER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	cp "$$kc"/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml \
+	   "$$sc"/config/crd/bases/source.toolkit.fluxcd.io_gitrepositories.yaml \
+	   "$$sc"/config/crd/bases/source.toolkit.fluxcd.io_ocirepositories.yaml \
+	   "$$sc"/config/crd/bases/source.toolkit.fluxcd.io_buckets.yaml $(@D)/; \
+	chmod u+w $(@D)/*.yaml; touch $@
+
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)/.controller-gen
 	GOBIN=$(BIN)/.controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
@@ -106,6 +152,10 @@ verify-generated: ## Fail if generated files are stale (regenerates them).
 		echo "generated files were stale; 'make generate' has rewritten them, review and commit:"; \
 		git --no-pager diff --stat -- $(GENERATED); exit 1; fi
 
+.PHONY: health-fixtures
+health-fixtures: clusterbin ## Recapture the health fixtures from a live local cluster (then `go test ./health/...`).
+	go run ./health/internal/capture
+
 .PHONY: fmt
 fmt: ## Format the Go code.
 	gofmt -w $$(git ls-files '*.go')
@@ -134,12 +184,12 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 	docker build -t $(IMG) .
 
 .PHONY: test
-test: clusterbin verify-generated vet ## Run every test against a real kube-apiserver and etcd.
+test: clusterbin fluxbin verify-generated vet argocd-upstream ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests.
 	OPENMED_SCALE_STEADY=5s go test $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
 
 .PHONY: e2e
-e2e: clusterbin ## Run only the end-to-end tests (local control plane, operator binary).
+e2e: clusterbin fluxbin ## Run only the end-to-end tests (local control plane, Flux, operator binary).
 	go test $(GO_TEST_FLAGS) -v ./e2e/
 
 .PHONY: fuzz
@@ -157,6 +207,41 @@ bench-scale: testbin ## The scale benchmark: the operator process against a real
 .PHONY: chaos
 chaos: testbin ## The fault suite in full: 12 models under API faults (3 seeds), 10 SIGKILLs, a leader handover.
 	OPENMED_CHAOS=full go test -count=1 -timeout 90m -v -run TestChaos ./e2e/chaos | grep -v '^=== RUN'
+
+# Argo CD's own tests on our resource customization, as an upstream PR would
+# run them: argo-cd's module (without docs, ui and manifests) at
+# ARGOCD_VERSION with its nested gitops-engine module, our folder copied into
+# resource_customizations/, the test-normalizer case of
+# health/argocd/upstream/test-normalizer.patch applied, the generated actions
+# list checked against health/argocd/UPSTREAM.md, then util/lua's
+# TestLuaHealthScript and TestLuaResourceActionsScript.
+ARGOCD_SRC := $(BIN)/argo-cd-$(ARGOCD_VERSION)
+
+.PHONY: argocd-upstream
+argocd-upstream: ## Run Argo CD's own Lua health and action tests with our folder in resource_customizations/.
+	@if [ ! -f $(ARGOCD_SRC)/.done ]; then \
+		echo ">> copying argo-cd $(ARGOCD_VERSION) from the module cache"; \
+		src="$$(go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+		eng="$$(go mod download -json github.com/argoproj/argo-cd/gitops-engine/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+		rm -rf $(ARGOCD_SRC) && mkdir -p $(ARGOCD_SRC)/docs/operator-manual; \
+		tar -C "$$src" --exclude=./docs --exclude=./ui --exclude=./manifests -cf - . | tar -C $(ARGOCD_SRC) -xf -; \
+		cp "$$src"/docs/operator-manual/resource_actions_builtin.md $(ARGOCD_SRC)/docs/operator-manual/; \
+		cp -r "$$eng" $(ARGOCD_SRC)/gitops-engine; \
+		chmod -R u+w $(ARGOCD_SRC); \
+		cp $(ARGOCD_SRC)/util/lua/custom_actions_test.go $(ARGOCD_SRC)/.custom_actions_test.go.orig; \
+		cp $(ARGOCD_SRC)/docs/operator-manual/resource_actions_builtin.md $(ARGOCD_SRC)/.actions-before.md; \
+		touch $(ARGOCD_SRC)/.done; fi
+	rm -rf $(ARGOCD_SRC)/resource_customizations/openmed.ai
+	cp -r health/argocd/resource_customizations/openmed.ai $(ARGOCD_SRC)/resource_customizations/
+	cp $(ARGOCD_SRC)/.custom_actions_test.go.orig $(ARGOCD_SRC)/util/lua/custom_actions_test.go
+	cd $(ARGOCD_SRC) && patch -p1 --quiet < $(CURDIR)/health/argocd/upstream/test-normalizer.patch
+	cd $(ARGOCD_SRC) && bash hack/generate-actions-list.sh
+	@diff $(ARGOCD_SRC)/.actions-before.md $(ARGOCD_SRC)/docs/operator-manual/resource_actions_builtin.md | sed -n 's/^> //p' > $(ARGOCD_SRC)/.actions-added.md || true
+	@grep '^- \[openmed.ai/' health/argocd/UPSTREAM.md | diff - $(ARGOCD_SRC)/.actions-added.md \
+		|| { echo "health/argocd/UPSTREAM.md does not list the actions hack/generate-actions-list.sh adds (above)"; exit 1; }
+	@cd $(ARGOCD_SRC) && { go test -count=1 ./util/lua -run 'TestLuaHealthScript|TestLuaResourceActionsScript' -v > .test.log 2>&1; rc=$$?; \
+		grep -E '^(ok|FAIL|PASS)|^--- |^    --- .*openmed.ai' .test.log; \
+		if [ $$rc -ne 0 ]; then grep -A14 'Error Trace' .test.log | head -120; exit $$rc; fi; }
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.

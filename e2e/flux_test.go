@@ -1,0 +1,620 @@
+package e2e_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// fluxDirEnv names the directory `make fluxbin` fills with kustomize-controller,
+// the flux CLI and the CRDs they read (crds/).
+const fluxDirEnv = "OPENMED_FLUX_DIR"
+
+const (
+	fluxNamespace = "flux-system"
+	// gitRepository is the source the published Kustomizations reference.
+	gitRepository = "openmed"
+	appKs         = "openmed-app"
+	modelsKs      = "openmed-models"
+	// fluxDeadlineSeconds is the model's progress deadline in Git.
+	fluxDeadlineSeconds = 15
+)
+
+var (
+	gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
+	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+)
+
+// TestFlux runs Flux's real kustomize-controller and flux CLI against the
+// local control plane with the published examples/flux Kustomizations: the
+// app (the chart's Deployment) and the models, the models' Kustomization
+// dependsOn the app's and waits for them. The GitRepository's artifact is a
+// tarball served on loopback; the test plays source-controller by writing
+// the GitRepository's status (artifact, Ready, handled reconcile requests).
+func TestFlux(t *testing.T) {
+	requireCluster(t)
+	rig := startFlux(t)
+	ns := newNamespace(t)
+	v1, err := exampleModel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := v1.Spec.Version
+
+	// First apply: the models' Kustomization is Ready only once the model is.
+	rev1 := rig.src.publish(t, repoTree(t, good))
+	rig.src.create(t)
+	for _, name := range []string{"app-kustomization.yaml", "models-kustomization.yaml"} {
+		rig.createKustomization(t, filepath.Join(demo.ExamplesDir(), "flux", name), ns)
+	}
+	ks := rig.waitKustomization(t, modelsKs, "Ready at "+rev1, func(ks *unstructured.Unstructured) bool {
+		return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev1
+	})
+	m := getModel(t, ns)
+	modelReady := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReadyCondition)
+	if modelReady == nil || modelReady.Status != metav1.ConditionTrue {
+		t.Fatalf("the Kustomization is Ready, the model is not: %v", m.Status.Conditions)
+	}
+	if ksReady := readyCondition(ks); ksReady.LastTransitionTime.Before(&modelReady.LastTransitionTime) {
+		t.Errorf("the Kustomization became Ready at %s, before the model (%s)", ksReady.LastTransitionTime, modelReady.LastTransitionTime)
+	}
+	t.Logf("first apply: model Ready at %s, Kustomization Ready at %s", modelReady.LastTransitionTime.Format(time.TimeOnly), readyCondition(ks).LastTransitionTime.Format(time.TimeOnly))
+
+	// A version that never becomes ready: the model rolls back and is
+	// Stalled, and the Kustomization fails early, naming the model.
+	rev2 := rig.src.publish(t, repoTree(t, brokenVersion))
+	published := time.Now()
+	ks = rig.waitKustomization(t, modelsKs, "failed at "+rev2, func(ks *unstructured.Unstructured) bool {
+		c := readyCondition(ks)
+		return c.Status == metav1.ConditionFalse && lastAttempted(ks) == rev2 && c.Reason == "HealthCheckFailed"
+	})
+	failed := time.Now()
+	msg := readyCondition(ks).Message
+	wantID := fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", ns, modelName)
+	if !strings.Contains(msg, "failed early due to stalled resources") || !strings.Contains(msg, wantID) {
+		t.Errorf("Kustomization message %q, want a failure before the timeout naming %s", msg, wantID)
+	}
+	if strings.Contains(msg, "Deployment/") {
+		t.Errorf("the Kustomization blames the Deployment: %q", msg)
+	}
+	m = getModel(t, ns)
+	if m.Status.Phase != v1alpha1.PhaseRolledBack || m.Status.ActiveVersion != good {
+		t.Errorf("model after the failed version: phase %s, active %s", m.Status.Phase, m.Status.ActiveVersion)
+	}
+	t.Logf("never-ready version: Kustomization failed %s after the commit (model deadline %ds, Kustomization timeout 15m): %s",
+		failed.Sub(published).Round(100*time.Millisecond), fluxDeadlineSeconds, msg)
+
+	// `flux get kustomizations` shows the failure.
+	out := rig.flux(t, 0, "get", "kustomizations", "-n", fluxNamespace)
+	if row := line(out, modelsKs); !strings.Contains(row, "False") || !strings.Contains(row, "OpenMedModel/"+ns+"/"+modelName) {
+		t.Errorf("flux get ks, the failed models row: %q\n%s", row, out)
+	}
+
+	// The flux CLI waits for Ready until its own timeout while a model is
+	// failed (the Kustomization is Ready=False without Stalled, which
+	// kstatus reads as in progress).
+	start := time.Now()
+	out, code := rig.fluxRun(t, "reconcile", "kustomization", modelsKs, "-n", fluxNamespace, "--timeout", "20s")
+	if code == 0 {
+		t.Errorf("flux reconcile ks succeeded while the model is failed:\n%s", out)
+	}
+	t.Logf("flux reconcile ks while failed: exit %d after %s:\n%s", code, time.Since(start).Round(100*time.Millisecond), out)
+
+	// The bad commit reverted: Ready again.
+	rev3 := rig.src.publish(t, repoTree(t, good))
+	reverted := time.Now()
+	rig.waitKustomization(t, modelsKs, "Ready at "+rev3, func(ks *unstructured.Unstructured) bool {
+		return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev3
+	})
+	t.Logf("revert: Kustomization Ready %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
+	if m := getModel(t, ns); !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) || m.Status.ActiveVersion != good {
+		t.Errorf("model after the revert: %s %v", m.Status.ActiveVersion, m.Status.Conditions)
+	}
+
+	// `flux reconcile kustomization --with-source` as a user runs it.
+	start = time.Now()
+	out = rig.flux(t, 0, "reconcile", "kustomization", modelsKs, "-n", fluxNamespace, "--with-source", "--timeout", "2m")
+	for _, want := range []string{"fetched revision " + rev3, "applied revision " + rev3} {
+		if !strings.Contains(out, want) {
+			t.Errorf("flux reconcile ks --with-source: no %q in\n%s", want, out)
+		}
+	}
+	t.Logf("flux reconcile ks --with-source took %s:\n%s", time.Since(start).Round(100*time.Millisecond), out)
+
+	out = rig.flux(t, 0, "get", "kustomizations", "-n", fluxNamespace)
+	short := rev3[:len("main@sha1:")+8]
+	for _, name := range []string{appKs, modelsKs} {
+		if row := line(out, name); !strings.Contains(row, "True") || !strings.Contains(row, "Applied revision: "+short) {
+			t.Errorf("flux get ks, row %s: %q\n%s", name, row, out)
+		}
+	}
+	t.Logf("flux get ks:\n%s", out)
+}
+
+// fluxRig is kustomize-controller, the flux CLI and the source stand-in.
+type fluxRig struct {
+	dir        string
+	kubeconfig string
+	src        *gitSource
+}
+
+func startFlux(t *testing.T) *fluxRig {
+	t.Helper()
+	dir := os.Getenv(fluxDirEnv)
+	if dir == "" {
+		t.Fatalf("%s is not set: run `make fluxbin` and point it at the directory (make test does both)", fluxDirEnv)
+	}
+	for _, bin := range []string{"kustomize-controller", "flux"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			t.Fatalf("Flux binaries missing, run `make fluxbin`: %v", err)
+		}
+	}
+	rig := &fluxRig{dir: dir, kubeconfig: cluster.KubeconfigPath()}
+	installCRDs(t, filepath.Join(dir, "crds"))
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rig.src = startGitSource(t)
+
+	logPath := filepath.Join(t.TempDir(), "kustomize-controller.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(dir, "kustomize-controller"),
+		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr=",
+		"--watch-all-namespaces=true", "--requeue-dependency=5s", "--log-level=info", "--log-encoding=console")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+rig.kubeconfig, "RUNTIME_NAMESPACE="+fluxNamespace)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		logFile.Close()
+		if t.Failed() {
+			t.Logf("kustomize-controller log:\n%s", demo.Tail(logPath, 40))
+		}
+	})
+	return rig
+}
+
+// installCRDs creates the Flux CRDs in dir once and waits until they serve.
+func installCRDs(t *testing.T, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Flux CRDs in %s (run `make fluxbin`): %v", dir, err)
+	}
+	ctx := context.Background()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal(data, crd); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if err := k8s.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		eventually(t, "CRD "+crd.Name+" established", func() (bool, string) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := k8s.Get(ctx, client.ObjectKey{Name: crd.Name}, got); err != nil {
+				return false, err.Error()
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					return true, ""
+				}
+			}
+			return false, "not established"
+		})
+	}
+}
+
+// repoTree is the Git repository at one commit: ./app holds the chart's
+// ConfigMap and Deployment (examples/target-deployment.yaml without
+// spec.replicas, which the model sets), ./models the example model at
+// version with a short progress deadline.
+func repoTree(t *testing.T, version string) map[string][]byte {
+	t.Helper()
+	objs, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.TargetExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var app bytes.Buffer
+	for _, u := range objs {
+		if u.GetKind() == "Deployment" {
+			unstructured.RemoveNestedField(u.Object, "spec", "replicas")
+		}
+		data, err := yaml.Marshal(u.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		app.WriteString("---\n")
+		app.Write(data)
+	}
+	models, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+	if err != nil || len(models) != 1 {
+		t.Fatalf("%s: %v", demo.ModelExample, err)
+	}
+	m := models[0].Object
+	if err := unstructured.SetNestedField(m, version, "spec", "version"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(m, int64(fluxDeadlineSeconds), "spec", "rolloutStrategy", "progressDeadlineSeconds"); err != nil {
+		t.Fatal(err)
+	}
+	model, err := yaml.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]byte{"app/target.yaml": app.Bytes(), "models/openmedmodel.yaml": model}
+}
+
+// createKustomization creates the published Kustomization in path with its
+// targetNamespace set to ns.
+func (r *fluxRig) createKustomization(t *testing.T, path, ns string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if err := unstructured.SetNestedField(u.Object, ns, "spec", "targetNamespace"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted while kustomize-controller runs, so it prunes what it applied.
+	t.Cleanup(func() {
+		if err := k8s.Delete(context.Background(), u); err != nil {
+			return
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(kustomizationGVK)
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), got); apierrors.IsNotFound(err) {
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("Kustomization %s still terminating after 30s", u.GetName())
+	})
+}
+
+// waitKustomization polls the Kustomization until cond holds.
+func (r *fluxRig) waitKustomization(t *testing.T, name, what string, cond func(*unstructured.Unstructured) bool) *unstructured.Unstructured {
+	t.Helper()
+	var ks *unstructured.Unstructured
+	eventually(t, "Kustomization "+name+" "+what, func() (bool, string) {
+		ks = &unstructured.Unstructured{}
+		ks.SetGroupVersionKind(kustomizationGVK)
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fluxNamespace, Name: name}, ks); err != nil {
+			return false, err.Error()
+		}
+		c := readyCondition(ks)
+		return cond(ks), fmt.Sprintf("Ready=%s %s %q, applied %s, attempted %s", c.Status, c.Reason, c.Message, lastApplied(ks), lastAttempted(ks))
+	})
+	return ks
+}
+
+// flux runs the flux CLI and fails the test unless it exits with want.
+func (r *fluxRig) flux(t *testing.T, want int, args ...string) string {
+	t.Helper()
+	out, code := r.fluxRun(t, args...)
+	if code != want {
+		t.Fatalf("flux %s: exit %d, want %d:\n%s", strings.Join(args, " "), code, want, out)
+	}
+	return out
+}
+
+func (r *fluxRig) fluxRun(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(r.dir, "flux"), append([]string{"--kubeconfig", r.kubeconfig}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return string(out), 0
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	default:
+		t.Fatalf("flux %s: %v", strings.Join(args, " "), err)
+		return "", -1
+	}
+}
+
+func readyCondition(u *unstructured.Unstructured) metav1.Condition {
+	conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, item := range conditions {
+		c, _ := item.(map[string]any)
+		if c["type"] != "Ready" {
+			continue
+		}
+		var out metav1.Condition
+		if err := fromUnstructured(&unstructured.Unstructured{Object: c}, &out); err == nil {
+			return out
+		}
+	}
+	return metav1.Condition{Status: metav1.ConditionUnknown}
+}
+
+func lastApplied(u *unstructured.Unstructured) string {
+	s, _, _ := unstructured.NestedString(u.Object, "status", "lastAppliedRevision")
+	return s
+}
+
+func lastAttempted(u *unstructured.Unstructured) string {
+	s, _, _ := unstructured.NestedString(u.Object, "status", "lastAttemptedRevision")
+	return s
+}
+
+func getModel(t *testing.T, ns string) *v1alpha1.OpenMedModel {
+	t.Helper()
+	m := &v1alpha1.OpenMedModel{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: modelName}, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// line returns the first line of out that starts with name.
+func line(out, name string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), name+" ") || strings.HasPrefix(strings.TrimSpace(l), name+"\t") {
+			return l
+		}
+	}
+	return ""
+}
+
+// gitSource plays source-controller for one GitRepository: it serves each
+// published tree as a tarball on loopback and writes the GitRepository's
+// status as source-controller does (artifact, Ready, ArtifactInStorage, the
+// handled reconcile request).
+type gitSource struct {
+	url string
+
+	mu       sync.Mutex
+	blobs    map[string][]byte
+	commits  int
+	artifact map[string]any
+}
+
+func startGitSource(t *testing.T) *gitSource {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gitSource{url: "http://" + ln.Addr().String(), blobs: map[string][]byte{}}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		g.mu.Lock()
+		blob, ok := g.blobs[strings.TrimPrefix(req.URL.Path, "/")]
+		g.mu.Unlock()
+		if !ok {
+			http.NotFound(w, req)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-gzip")
+		_, _ = w.Write(blob)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+
+	// Reconcile requests (flux reconcile source git, --with-source) are
+	// handled as source-controller does: the same artifact, the request
+	// recorded as handled.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			g.handleRequests()
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+		_ = srv.Close()
+		repo := &unstructured.Unstructured{}
+		repo.SetGroupVersionKind(gitRepositoryGVK)
+		repo.SetNamespace(fluxNamespace)
+		repo.SetName(gitRepository)
+		_ = k8s.Delete(context.Background(), repo)
+	})
+	return g
+}
+
+// publish makes tree the repository's newest commit and returns its
+// revision. Every commit has its own revision, also a revert to an older
+// tree, as in Git.
+func (g *gitSource) publish(t *testing.T, tree map[string][]byte) string {
+	t.Helper()
+	blob := tarball(t, tree)
+	g.mu.Lock()
+	g.commits++
+	commit := sha1.Sum(append([]byte(fmt.Sprintf("commit %d\n", g.commits)), blob...))
+	digest := sha256.Sum256(blob)
+	sha := hex.EncodeToString(commit[:])
+	name := sha + ".tar.gz"
+	g.blobs[name] = blob
+	revision := "main@sha1:" + sha
+	g.artifact = map[string]any{
+		"path":           fmt.Sprintf("gitrepository/%s/%s/%s", fluxNamespace, gitRepository, name),
+		"url":            g.url + "/" + name,
+		"revision":       revision,
+		"digest":         "sha256:" + hex.EncodeToString(digest[:]),
+		"lastUpdateTime": time.Now().UTC().Format(time.RFC3339),
+		"size":           int64(len(blob)),
+	}
+	g.mu.Unlock()
+	if g.commits > 1 {
+		if err := g.writeStatus(""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return revision
+}
+
+// create creates the GitRepository with the newest commit as its artifact.
+func (g *gitSource) create(t *testing.T) {
+	t.Helper()
+	repo := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"url":      "https://git.example.com/platform/openmed.git",
+			"interval": "10m",
+			"ref":      map[string]any{"branch": "main"},
+		},
+	}}
+	repo.SetGroupVersionKind(gitRepositoryGVK)
+	repo.SetNamespace(fluxNamespace)
+	repo.SetName(gitRepository)
+	if err := k8s.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.writeStatus(""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeStatus writes the GitRepository status for the newest commit;
+// handled, when set, is the reconcile request it answers.
+func (g *gitSource) writeStatus(handled string) error {
+	ctx := context.Background()
+	repo := &unstructured.Unstructured{}
+	repo.SetGroupVersionKind(gitRepositoryGVK)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: gitRepository}, repo); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	artifact := g.artifact
+	g.mu.Unlock()
+	now := time.Now().UTC().Format(time.RFC3339)
+	gen := repo.GetGeneration()
+	msg := fmt.Sprintf("stored artifact for revision '%s'", artifact["revision"])
+	status := map[string]any{
+		"observedGeneration": gen,
+		"artifact":           artifact,
+		"conditions": []any{
+			map[string]any{"type": "Ready", "status": "True", "reason": "Succeeded", "message": msg, "observedGeneration": gen, "lastTransitionTime": now},
+			map[string]any{"type": "ArtifactInStorage", "status": "True", "reason": "Succeeded", "message": msg, "observedGeneration": gen, "lastTransitionTime": now},
+		},
+	}
+	if handled == "" {
+		handled, _, _ = unstructured.NestedString(repo.Object, "status", "lastHandledReconcileAt")
+	}
+	if handled != "" {
+		status["lastHandledReconcileAt"] = handled
+	}
+	repo.Object["status"] = status
+	return k8s.Status().Update(ctx, repo)
+}
+
+// handleRequests answers a new reconcile.fluxcd.io/requestedAt.
+func (g *gitSource) handleRequests() {
+	repo := &unstructured.Unstructured{}
+	repo.SetGroupVersionKind(gitRepositoryGVK)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fluxNamespace, Name: gitRepository}, repo); err != nil {
+		return
+	}
+	requested := repo.GetAnnotations()["reconcile.fluxcd.io/requestedAt"]
+	handled, _, _ := unstructured.NestedString(repo.Object, "status", "lastHandledReconcileAt")
+	if requested != "" && requested != handled {
+		_ = g.writeStatus(requested)
+	}
+}
+
+// tarball is tree as a gzipped tar, in name order with fixed times, as
+// source-controller packs an artifact.
+func tarball(t *testing.T, tree map[string][]byte) []byte {
+	t.Helper()
+	names := make([]string, 0, len(tree))
+	for name := range tree {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	dirs := map[string]bool{}
+	for _, name := range names {
+		if dir := filepath.Dir(name); dir != "." && !dirs[dir] {
+			dirs[dir] = true
+			if err := tw.WriteHeader(&tar.Header{Name: dir + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: time.Unix(0, 0)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		data := tree[name]
+		if err := tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(data)), ModTime: time.Unix(0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
