@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,7 +20,14 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := cli.Run(ctx, os.Args[1:], cli.Options{Out: os.Stdout, ErrOut: os.Stderr})
 	stop()
-	if err != nil {
+	var exit *cli.ExitError
+	switch {
+	case errors.As(err, &exit):
+		if exit.Err != nil {
+			fmt.Fprintln(os.Stderr, "error:", exit.Err)
+		}
+		os.Exit(exit.Code)
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}

@@ -578,8 +578,7 @@ func (d *decider) rolloutFailed() {
 	d.event(corev1.EventTypeWarning, v1alpha1.RolloutFailedReason, EventMsgRolloutFailed)
 	d.st.RetryStartedAt = nil
 	d.st.FailedSpecHash = d.hash
-	if d.desired.RolloutStrategy.RollbackOnFailure && len(d.history) > 0 {
-		r := onTarget(d.history[0].Spec, d.desired)
+	if r, ok := AutomaticRollback(d.desired, d.history); ok {
 		d.st.Phase = v1alpha1.PhaseRolledBack
 		d.st.ActiveVersion = r.Version
 		d.st.RollbackSpec = r.DeepCopy()

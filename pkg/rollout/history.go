@@ -107,3 +107,14 @@ func onTarget(r, desired v1alpha1.NormalizedSpec) v1alpha1.NormalizedSpec {
 	out.ManifestConfigMapName = desired.ManifestConfigMapName
 	return out
 }
+
+// AutomaticRollback is the spec an automatic rollback restores when the
+// rollout of desired fails, given the retained history of the status at that
+// moment: the newest retained spec on the desired target, or false when
+// rollbackOnFailure is off or nothing is retained (the resource then fails).
+func AutomaticRollback(desired v1alpha1.NormalizedSpec, history []v1alpha1.HistoryEntry) (v1alpha1.NormalizedSpec, bool) {
+	if !desired.RolloutStrategy.RollbackOnFailure || len(history) == 0 {
+		return v1alpha1.NormalizedSpec{}, false
+	}
+	return onTarget(history[0].Spec, desired), true
+}

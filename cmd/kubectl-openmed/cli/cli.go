@@ -117,6 +117,8 @@ func NewCommand(opts Options) *cobra.Command {
 		newSuspendCommand(r, true),
 		newSuspendCommand(r, false),
 		newReconcileCommand(r),
+		newPlanCommand(r),
+		newHistoryCommand(r),
 	)
 	return cmd
 }
@@ -133,6 +135,8 @@ type root struct {
 type target struct {
 	client    dynamic.NamespaceableResourceInterface
 	namespace string
+	// dyn reads and dry-runs the other kinds `plan` needs.
+	dyn dynamic.Interface
 }
 
 // connect resolves the kubeconfig and flags into a client and the namespace:
@@ -152,7 +156,7 @@ func (r *root) connect() (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("create client: %w", err)
 	}
-	return target{client: dyn.Resource(resource), namespace: ns}, nil
+	return target{client: dyn.Resource(resource), namespace: ns, dyn: dyn}, nil
 }
 
 // connectAndGet connects and reads the named OpenMedModel.

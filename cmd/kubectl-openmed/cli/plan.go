@@ -1,0 +1,493 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/preview"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+	"github.com/openmed/openmed-operator/pkg/validation"
+)
+
+// ExitError carries a process exit code other than 1; main exits with Code
+// and prints Err when it is set. `plan` returns Code 2 when the commit
+// changes the cluster, as `terraform plan -detailed-exitcode` and
+// `kubectl diff` do.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+// ExitChanges is plan's exit code when the commit changes the cluster.
+const ExitChanges = 2
+
+var (
+	deploymentsResource = appsv1.SchemeGroupVersion.WithResource("deployments")
+	configMapsResource  = corev1.SchemeGroupVersion.WithResource("configmaps")
+)
+
+func newPlanCommand(r *root) *cobra.Command {
+	var (
+		files      []string
+		targetFile string
+		output     string
+	)
+	cmd := &cobra.Command{
+		Use:   "plan -f FILE|DIR",
+		Short: "Show what the operator will do with OpenMedModels from Git, without writing anything",
+		Long: "Run the operator's own decision core on the OpenMedModels in the files against\n" +
+			"the live resource and its target Deployment, and print the phase it reaches,\n" +
+			"the Deployment fields it changes (asked of the API server with a server-side\n" +
+			"dry-run apply) with the field managers that own them now, whether pods roll,\n" +
+			"the ConfigMaps it creates, the drift it corrects and what a failed rollout\n" +
+			"rolls back to. With --target it works offline against a Deployment file.\n\n" +
+			"Exit status: 0 no change, 2 changes, 1 error.",
+		Example: "  kubectl openmed plan -f models/\n" +
+			"  kubectl openmed plan -f openmedmodel.yaml -o yaml\n" +
+			"  kubectl openmed plan -f openmedmodel.yaml --target chart/deployment.yaml",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != outputTable && output != outputJSON && output != outputYAML {
+				return fmt.Errorf("unsupported output format %q: use json or yaml, or omit -o for text", output)
+			}
+			if len(files) == 0 {
+				return errors.New("no input: pass -f FILE or -f DIR")
+			}
+			models, err := readModels(files)
+			if err != nil {
+				return err
+			}
+			var src source
+			if targetFile != "" {
+				src, err = r.offline(targetFile)
+			} else {
+				src, err = r.online()
+			}
+			if err != nil {
+				return err
+			}
+			var results []preview.Result
+			for _, m := range models {
+				res, err := planOne(cmd.Context(), src, m, metav1.NewTime(r.opts.Now()))
+				if err != nil {
+					return err
+				}
+				results = append(results, res)
+			}
+			if err := r.printPlans(output, results); err != nil {
+				return err
+			}
+			for i := range results {
+				if results[i].Changes() {
+					return &ExitError{Code: ExitChanges}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "OpenMedModel file or directory of .yaml/.yml/.json files (repeatable)")
+	cmd.Flags().StringVar(&targetFile, "target", "", "Deployment file(s) to plan against instead of the cluster (offline)")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: yaml or json (default text)")
+	return cmd
+}
+
+// readModels reads every OpenMedModel in files (directories: their .yaml,
+// .yml and .json files); other kinds are skipped. Each is validated with the
+// rules the API server enforces.
+func readModels(files []string) ([]*v1alpha1.OpenMedModel, error) {
+	var models []*v1alpha1.OpenMedModel
+	err := eachObject(files, func(path string, u *unstructured.Unstructured) error {
+		if u.GroupVersionKind() != v1alpha1.GroupVersion.WithKind(kind) {
+			return nil
+		}
+		data, err := json.Marshal(u.Object)
+		if err != nil {
+			return err
+		}
+		m, errs := validation.ValidateJSON(data)
+		if len(errs) > 0 {
+			return fmt.Errorf("%s: %s %q would be rejected by the API server: %v", path, kind, u.GetName(), errs.ToAggregate())
+		}
+		models = append(models, m)
+		return nil
+	})
+	if err == nil && len(models) == 0 {
+		err = fmt.Errorf("no %s in %s", kind, strings.Join(files, ", "))
+	}
+	return models, err
+}
+
+// eachObject decodes every object of every file (directories: one level).
+func eachObject(files []string, fn func(path string, u *unstructured.Unstructured) error) error {
+	var paths []string
+	for _, f := range files {
+		info, err := os.Stat(f)
+		if err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			paths = append(paths, f)
+			continue
+		}
+		entries, err := os.ReadDir(f)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			switch filepath.Ext(e.Name()) {
+			case ".yaml", ".yml", ".json":
+				paths = append(paths, filepath.Join(f, e.Name()))
+			}
+		}
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err != nil {
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if err := fn(path, u); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// source is where plan reads the live state, and how it computes the
+// Deployment after the operator's apply.
+type source interface {
+	// namespace is the namespace of objects without one.
+	namespace() string
+	model(ctx context.Context, ns, name string) (*v1alpha1.OpenMedModel, error)
+	deployment(ctx context.Context, ns, name string) (*unstructured.Unstructured, error)
+	configMaps(ctx context.Context, ns string, owner *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error)
+	// changes lists the Deployment fields the intent changes.
+	changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured) ([]preview.FieldChange, error)
+}
+
+// planOne plans one model from the file.
+func planOne(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time) (preview.Result, error) {
+	if file.Namespace == "" {
+		file.Namespace = src.namespace()
+	}
+	live, err := src.model(ctx, file.Namespace, file.Name)
+	if err != nil {
+		return preview.Result{}, err
+	}
+	obj := preview.Committed(file, live)
+	observed := rollout.Observed{Now: now}
+	desired, previous := rollout.TargetNames(obj)
+	liveDep, err := src.deployment(ctx, obj.Namespace, desired)
+	if err != nil {
+		return preview.Result{}, err
+	}
+	if liveDep != nil {
+		observed.Deployment = &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(liveDep.Object, observed.Deployment); err != nil {
+			return preview.Result{}, fmt.Errorf("decode Deployment %s/%s: %w", obj.Namespace, desired, err)
+		}
+	}
+	if previous != "" {
+		prev, err := src.deployment(ctx, obj.Namespace, previous)
+		if err != nil {
+			return preview.Result{}, err
+		}
+		if prev != nil {
+			observed.PreviousTarget = &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(prev.Object, observed.PreviousTarget); err != nil {
+				return preview.Result{}, err
+			}
+		}
+	}
+	if live != nil {
+		if observed.ConfigMaps, err = src.configMaps(ctx, obj.Namespace, live); err != nil {
+			return preview.Result{}, err
+		}
+	}
+	res := preview.Model(obj, observed, rollout.Options{})
+	res.New = live == nil
+	res.SpecChanged = live != nil && obj.Generation != live.Generation
+	if res.Apply != nil && liveDep != nil {
+		if res.Deployment, err = src.changes(ctx, liveDep, res.Takeover, res.Apply); err != nil {
+			return preview.Result{}, err
+		}
+		res.PodsRoll = preview.TemplateChanges(res.Deployment)
+	}
+	return res, nil
+}
+
+// online reads the cluster of the kubeconfig.
+func (r *root) online() (source, error) {
+	t, err := r.connect()
+	if err != nil {
+		return nil, err
+	}
+	return clusterSource{t}, nil
+}
+
+type clusterSource struct{ t target }
+
+func (c clusterSource) namespace() string { return c.t.namespace }
+
+func (c clusterSource) model(ctx context.Context, ns, name string) (*v1alpha1.OpenMedModel, error) {
+	u, err := c.t.client.Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s %s/%s: %w", kind, ns, name, err)
+	}
+	return typed(u)
+}
+
+func (c clusterSource) deployment(ctx context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	u, err := c.t.dyn.Resource(deploymentsResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get Deployment %s/%s: %w", ns, name, err)
+	}
+	return u, nil
+}
+
+func (c clusterSource) configMaps(ctx context.Context, ns string, owner *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error) {
+	list, err := c.t.dyn.Resource(configMapsResource).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: v1alpha1.ManagedByLabel + "=" + v1alpha1.ManagedByValue})
+	if err != nil {
+		return nil, fmt.Errorf("list ConfigMaps in %s: %w", ns, err)
+	}
+	return ownedConfigMaps(list.Items, owner)
+}
+
+// changes asks the API server: a server-side dry-run apply with the
+// operator's field manager returns the Deployment as it would be stored.
+// With a takeover (a foreign field the operator takes over and then drops),
+// the takeover is dry-run instead, since a dry run stores nothing for the
+// second apply to start from, and the fields the intent then drops are
+// added as removals.
+func (c clusterSource) changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured) ([]preview.FieldChange, error) {
+	client := c.t.dyn.Resource(deploymentsResource).Namespace(live.GetNamespace())
+	opts := metav1.ApplyOptions{FieldManager: rollout.DefaultFieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}
+	first := intent
+	if takeover != nil {
+		first = takeover
+	}
+	after, err := client.Apply(ctx, first.GetName(), first, opts)
+	if err != nil {
+		return nil, fmt.Errorf("dry-run apply to Deployment %s/%s: %w", live.GetNamespace(), live.GetName(), err)
+	}
+	changes := preview.Diff(live, after)
+	if takeover != nil {
+		changes = append(changes, preview.Dropped(live, takeover, intent)...)
+	}
+	return changes, nil
+}
+
+// ownedConfigMaps converts the manifest ConfigMaps owned by owner.
+func ownedConfigMaps(items []unstructured.Unstructured, owner *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error) {
+	var out []corev1.ConfigMap
+	for i := range items {
+		owned := false
+		for _, ref := range items[i].GetOwnerReferences() {
+			owned = owned || ref.UID == owner.UID
+		}
+		if !owned {
+			continue
+		}
+		var cm corev1.ConfigMap
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(items[i].Object, &cm); err != nil {
+			return nil, err
+		}
+		out = append(out, cm)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// offline reads Deployments (and any live OpenMedModel status) from files.
+func (r *root) offline(files string) (source, error) {
+	src := fileSource{deployments: map[string]*unstructured.Unstructured{}, ns: "default"}
+	if ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(r.rules, r.overrides).Namespace(); err == nil && ns != "" {
+		src.ns = ns
+	}
+	err := eachObject(strings.Split(files, ","), func(_ string, u *unstructured.Unstructured) error {
+		if u.GroupVersionKind() == appsv1.SchemeGroupVersion.WithKind("Deployment") {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(src.ns)
+			}
+			src.deployments[u.GetNamespace()+"/"+u.GetName()] = u
+		}
+		return nil
+	})
+	if err == nil && len(src.deployments) == 0 {
+		err = fmt.Errorf("no Deployment in %s", files)
+	}
+	return src, err
+}
+
+type fileSource struct {
+	deployments map[string]*unstructured.Unstructured
+	ns          string
+}
+
+func (f fileSource) namespace() string { return f.ns }
+
+func (f fileSource) model(context.Context, string, string) (*v1alpha1.OpenMedModel, error) {
+	return nil, nil
+}
+
+func (f fileSource) deployment(_ context.Context, ns, name string) (*unstructured.Unstructured, error) {
+	return f.deployments[ns+"/"+name], nil
+}
+
+func (f fileSource) configMaps(context.Context, string, *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error) {
+	return nil, nil
+}
+
+func (f fileSource) changes(_ context.Context, live, _, intent *unstructured.Unstructured) ([]preview.FieldChange, error) {
+	return preview.Overlay(live, intent), nil
+}
+
+// printPlans writes the results as text, JSON or YAML.
+func (r *root) printPlans(output string, results []preview.Result) error {
+	switch output {
+	case outputJSON, outputYAML:
+		doc := map[string]any{"apiVersion": "openmed.ai/v1alpha1", "kind": "Plan", "items": results}
+		data, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if output == outputYAML {
+			if data, err = yaml.JSONToYAML(data); err != nil {
+				return err
+			}
+		}
+		_, err = r.opts.Out.Write(append(bytes.TrimRight(data, "\n"), '\n'))
+		return err
+	}
+	for i := range results {
+		if i > 0 {
+			fmt.Fprintln(r.opts.Out)
+		}
+		printPlan(r.opts.Out, &results[i])
+	}
+	return nil
+}
+
+func printPlan(w io.Writer, res *preview.Result) {
+	what := "unchanged spec"
+	switch {
+	case res.New:
+		what = "new"
+	case res.SpecChanged:
+		what = fmt.Sprintf("spec changed, generation %d", res.Generation)
+	}
+	fmt.Fprintf(w, "%s %s/%s (%s)\n", kind, res.Namespace, res.Name, what)
+	fmt.Fprintf(w, "  phase:       %s\n", orNone(string(res.Phase)))
+	if res.Message != "" {
+		fmt.Fprintf(w, "  message:     %s\n", res.Message)
+	}
+	var conds []string
+	for _, c := range res.Conditions {
+		conds = append(conds, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
+	}
+	fmt.Fprintf(w, "  conditions:  %s\n", orNone(strings.Join(conds, " ")))
+	if len(res.Events) > 0 {
+		fmt.Fprintf(w, "  events:      %s\n", strings.Join(res.Events, ", "))
+	}
+	for _, cm := range res.CreateConfigMaps {
+		fmt.Fprintf(w, "  create:      ConfigMap %s\n", cm)
+	}
+	for _, cm := range res.PruneConfigMaps {
+		fmt.Fprintf(w, "  delete:      ConfigMap %s (no longer active or retained)\n", cm)
+	}
+	if res.Target != "" {
+		if len(res.Deployment) == 0 {
+			fmt.Fprintf(w, "  Deployment %s: no field changes\n", res.Target)
+		} else {
+			roll := "pods keep running"
+			if res.PodsRoll {
+				roll = "pods roll (the pod template changes)"
+			}
+			fmt.Fprintf(w, "  Deployment %s (server-side apply as %s; %s):\n", res.Target, rollout.DefaultFieldManager, roll)
+			for _, c := range res.Deployment {
+				fmt.Fprintf(w, "    %s: %s -> %s%s\n", c.Field, orNone(c.From), orNone(c.To), managedBy(c.Managers))
+			}
+		}
+	}
+	for _, d := range res.Drift {
+		how := "corrected"
+		switch {
+		case d.Replaced:
+			how = "replaced"
+		case d.Removed:
+			how = "restored (removed)"
+		}
+		fmt.Fprintf(w, "  drift:       %s %s%s\n", d.Field, how, changedBy(d.Managers))
+	}
+	if res.Release != "" {
+		fmt.Fprintf(w, "  release:     Deployment %s\n", res.Release)
+	}
+	if res.OnFailure != "" {
+		fmt.Fprintf(w, "  on failure:  %s\n", res.OnFailure)
+	}
+	if res.Changes() {
+		fmt.Fprintln(w, "  result:      changes")
+	} else {
+		fmt.Fprintln(w, "  result:      no change to the cluster")
+	}
+}
+
+func managedBy(managers []string) string {
+	if len(managers) == 0 {
+		return ""
+	}
+	return " (managed by " + strings.Join(managers, ", ") + ")"
+}
+
+func changedBy(managers []string) string {
+	if len(managers) == 0 {
+		return ""
+	}
+	return " (set by " + strings.Join(managers, ", ") + ")"
+}

@@ -1,0 +1,147 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The published examples: what a pull request adds to Git.
+var (
+	exampleModel  = filepath.Join("..", "..", "..", "examples", "openmedmodel.yaml")
+	exampleTarget = filepath.Join("..", "..", "..", "examples", "target-deployment.yaml")
+)
+
+// planNow is the clock of the offline plans, so their conditions' times are
+// fixed in the golden files.
+var planNow = time.Date(2026, 8, 20, 12, 0, 0, 0, time.UTC)
+
+func exitCode(err error) int {
+	var exit *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.Code
+	default:
+		return 1
+	}
+}
+
+// TestPlanOffline plans the example model against the example Deployment
+// file, as a pull-request check without cluster access would.
+func TestPlanOffline(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.yaml")
+	if err := os.WriteFile(other, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		args     []string
+		golden   string
+		wantCode int
+		wantErr  string
+	}{
+		{name: "text", args: []string{"-f", exampleModel, "--target", exampleTarget}, golden: "plan_offline.txt", wantCode: ExitChanges},
+		{name: "yaml", args: []string{"-f", exampleModel, "--target", exampleTarget, "-o", "yaml"}, golden: "plan_offline.yaml", wantCode: ExitChanges},
+		{name: "invalid spec", args: []string{"-f", filepath.Join("testdata", "plan", "invalid.yaml"), "--target", exampleTarget}, wantCode: 1,
+			wantErr: `would be rejected by the API server: spec.tier: Invalid value: must be one of`},
+		{name: "no model", args: []string{"-f", other, "--target", exampleTarget}, wantCode: 1, wantErr: "no OpenMedModel in"},
+		{name: "no input", args: []string{"--target", exampleTarget}, wantCode: 1, wantErr: "no input"},
+		{name: "bad format", args: []string{"-f", exampleModel, "-o", "wide"}, wantCode: 1, wantErr: `unsupported output format "wide"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := runWith(t, Options{Now: func() time.Time { return planNow }}, append([]string{"plan"}, tt.args...)...)
+			if got := exitCode(res.err); got != tt.wantCode {
+				t.Errorf("exit code %d, want %d (%v)", got, tt.wantCode, res.err)
+			}
+			if tt.wantErr != "" && (res.err == nil || !strings.Contains(res.err.Error(), tt.wantErr)) {
+				t.Errorf("error %v, want %q", res.err, tt.wantErr)
+			}
+			if tt.golden != "" {
+				golden(t, tt.golden, res.stdout)
+			}
+		})
+	}
+}
+
+// TestPlanOnline plans against the real API server: the chart's Deployment
+// created by helm, no OpenMedModel yet, then the model created and the
+// operator's pointer applied by hand (no operator runs in this suite). The
+// Deployment changes come from a server-side dry-run apply and name helm
+// as the manager of what the operator takes over; nothing is written.
+func TestPlanOnline(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(t, "openmed")
+	objs := readObjects(t, exampleTarget)
+	for _, u := range objs {
+		if err := env.Client.Create(ctx, u, client.FieldOwner("helm")); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+	}
+	before := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "openmed", Name: "openmed-service"}, before); err != nil {
+		t.Fatal(err)
+	}
+
+	res := run(t, "plan", "-f", exampleModel)
+	if got := exitCode(res.err); got != ExitChanges {
+		t.Fatalf("exit code %d (%v)", got, res.err)
+	}
+	golden(t, "plan_online_new.txt", res.stdout)
+
+	after := &appsv1.Deployment{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "openmed", Name: "openmed-service"}, after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("plan wrote the Deployment: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
+	}
+	if _, err := dyn.Resource(resource).Namespace("openmed").Get(ctx, "openmed-service", metav1.GetOptions{}); err == nil {
+		t.Error("plan created the OpenMedModel")
+	}
+}
+
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(data), "\n---") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func TestHistory(t *testing.T) {
+	create(t, "rolled_back.yaml", "models", "radiology-ner")
+	res := run(t, "history", "radiology-ner")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	golden(t, "history_rolled_back.txt", res.stdout)
+	if res := run(t, "history", "absent"); res.err == nil || !strings.Contains(res.err.Error(), `OpenMedModel "absent" not found`) {
+		t.Errorf("history of a missing model: %v", res.err)
+	}
+}

@@ -1,0 +1,190 @@
+// Package preview answers the question a reviewer of a GitOps pull request
+// asks: what will this commit do to the cluster? It runs the operator's own
+// decision core (rollout.Decide) on the spec from Git against the live
+// resource and its observed target, and describes the passes the operator
+// would make until it acts: the phase and conditions it reaches, the
+// ConfigMaps it creates, the drift it corrects and whose, and what a failed
+// rollout would roll back to.
+//
+// It is pure like the core: the caller reads the cluster (or files) and, for
+// the Deployment, computes the object after the operator's apply (kubectl
+// openmed plan asks the API server for it with a server-side dry-run apply);
+// Diff then lists the changed fields with the field managers that own them
+// now.
+package preview
+
+import (
+	"fmt"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+)
+
+// maxPasses bounds the passes Model simulates: a pass that only records a
+// decision (a rollback, Plan.Requeue) is followed by the pass that acts on
+// it; the core never needs more than two for one commit.
+const maxPasses = 3
+
+// Committed returns the object the operator will read once the committed
+// file is applied: the live object's metadata and status (nil live: a new
+// object, generation 1), the file's spec (defaulted as the API server does)
+// and the file's annotations over the live ones. The generation moves on
+// when the spec changes, as the API server does for a custom resource with
+// a status subresource.
+func Committed(file, live *v1alpha1.OpenMedModel) *v1alpha1.OpenMedModel {
+	spec := file.Spec.DeepCopy()
+	spec.Default()
+	if live == nil {
+		obj := file.DeepCopy()
+		obj.Spec = *spec
+		obj.Generation = 1
+		obj.Status = v1alpha1.OpenMedModelStatus{}
+		return obj
+	}
+	obj := live.DeepCopy()
+	if !apiequality.Semantic.DeepEqual(live.Spec, *spec) {
+		obj.Generation = live.Generation + 1
+	}
+	obj.Spec = *spec
+	for k, v := range file.Annotations {
+		if obj.Annotations == nil {
+			obj.Annotations = map[string]string{}
+		}
+		obj.Annotations[k] = v
+	}
+	return obj
+}
+
+// Result describes what the operator will do with a committed spec.
+type Result struct {
+	// Namespace and Name identify the OpenMedModel.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// New is true when the OpenMedModel does not exist yet.
+	New bool `json:"new"`
+	// Generation is the generation the operator will see, and SpecChanged
+	// whether it differs from the live one.
+	Generation  int64 `json:"generation"`
+	SpecChanged bool  `json:"specChanged"`
+	// Phase, Message and Conditions are what the status says after the
+	// acting pass (Message is the Reconciling or Stalled message).
+	Phase      v1alpha1.Phase     `json:"phase,omitempty"`
+	Message    string             `json:"message,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Passes is the number of passes until the operator acts (1 or 2).
+	Passes int `json:"passes"`
+	// Target is the Deployment the pointer is applied to, "" when none.
+	Target string `json:"target,omitempty"`
+	// CreateConfigMaps are the manifest ConfigMaps the operator creates.
+	CreateConfigMaps []string `json:"createConfigMaps,omitempty"`
+	// PruneConfigMaps are the owned manifest ConfigMaps it deletes.
+	PruneConfigMaps []string `json:"pruneConfigMaps,omitempty"`
+	// Deployment lists the Deployment fields that change (set by the
+	// caller from Diff).
+	Deployment []FieldChange `json:"deployment,omitempty"`
+	// PodsRoll is true when the pod template changes, so the Deployment
+	// controller replaces the pods (set by the caller with Deployment).
+	PodsRoll bool `json:"podsRoll"`
+	// Drift is the drift the apply corrects, with the managers that made it.
+	Drift []rollout.Drift `json:"drift,omitempty"`
+	// Release names a Deployment whose pointer is given back.
+	Release string `json:"release,omitempty"`
+	// OnFailure says what happens when the rollout this commit starts
+	// exceeds its progress deadline.
+	OnFailure string `json:"onFailure,omitempty"`
+	// Events are the reasons of the events the passes record.
+	Events []string `json:"events,omitempty"`
+
+	// Apply is the partial Deployment the acting pass applies, nil when it
+	// applies none; Takeover precedes it (see rollout.Plan).
+	Apply    *unstructured.Unstructured `json:"-"`
+	Takeover *unstructured.Unstructured `json:"-"`
+}
+
+// Changes reports whether the commit writes to the cluster beyond the
+// OpenMedModel's status: a new object, a spec change the operator acts on,
+// a ConfigMap, a Deployment field.
+func (r *Result) Changes() bool {
+	return r.New || len(r.CreateConfigMaps) > 0 || len(r.PruneConfigMaps) > 0 || len(r.Deployment) > 0 || r.Release != ""
+}
+
+// Model simulates the operator's passes over obj (see Committed) with the
+// observed cluster until a pass acts, or nothing more happens, and returns
+// what the acting pass does. The Deployment changes are the caller's to
+// fill in from Apply (see Diff).
+func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.Options) Result {
+	res := Result{Namespace: obj.Namespace, Name: obj.Name, Generation: obj.Generation}
+	cur := obj.DeepCopy()
+	var plan rollout.Plan
+	for res.Passes < maxPasses {
+		plan = rollout.Decide(cur, observed, opts)
+		res.Passes++
+		for _, e := range plan.Events {
+			res.Events = append(res.Events, e.Reason)
+		}
+		cur.Status = plan.Status
+		if plan.HasChanges() || !plan.Requeue {
+			break
+		}
+	}
+	st := plan.Status
+	res.Phase = st.Phase
+	res.Conditions = st.Conditions
+	for _, t := range []string{v1alpha1.StalledCondition, v1alpha1.ReconcilingCondition, v1alpha1.ReadyCondition} {
+		if c := apimeta.FindStatusCondition(st.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+			res.Message = c.Message
+			break
+		}
+	}
+	existing := map[string]bool{}
+	for _, cm := range observed.ConfigMaps {
+		existing[cm.Name] = true
+	}
+	for _, cm := range plan.EnsureConfigMaps {
+		if !existing[cm.Name] {
+			res.CreateConfigMaps = append(res.CreateConfigMaps, cm.Name)
+		}
+	}
+	res.PruneConfigMaps = plan.PruneConfigMaps
+	res.Drift = plan.Drift
+	res.Apply, res.Takeover = plan.ApplyDeployment, plan.Takeover
+	if plan.ApplyDeployment != nil {
+		res.Target = plan.ApplyDeployment.GetName()
+	}
+	if plan.Release != nil {
+		res.Release = plan.Release.DeploymentName
+	} else if plan.ReleasePrevious != nil {
+		res.Release = plan.ReleasePrevious.DeploymentName
+	}
+	res.OnFailure = onFailure(cur, plan)
+	return res
+}
+
+// onFailure says what the operator does when the rollout the plan starts
+// fails: the core's own choice (rollout.AutomaticRollback) on the status
+// the acting pass leaves.
+func onFailure(obj *v1alpha1.OpenMedModel, plan rollout.Plan) string {
+	st := plan.Status
+	if st.Phase != v1alpha1.PhaseRollingOut {
+		return ""
+	}
+	desired, err := rollout.Normalize(obj)
+	if err != nil {
+		return ""
+	}
+	r, ok := rollout.AutomaticRollback(desired, st.History)
+	switch {
+	case ok:
+		return fmt.Sprintf("roll back to %s (retained, Ready since %s)", r.Version, st.History[0].ReadyAt.UTC().Format(time.RFC3339))
+	case !desired.RolloutStrategy.RollbackOnFailure:
+		return "fail: rollbackOnFailure is false; the failed version keeps its pods until the spec changes"
+	default:
+		return "fail: no retained version to roll back to"
+	}
+}

@@ -1,0 +1,106 @@
+package preview_test
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/preview"
+)
+
+func model(version string) *v1alpha1.OpenMedModel {
+	m := &v1alpha1.OpenMedModel{
+		ObjectMeta: metav1.ObjectMeta{Name: "ner", Namespace: "models"},
+		Spec: v1alpha1.OpenMedModelSpec{
+			Family: "PII", Tier: "Small", Version: version, Replicas: ptr.To[int32](2),
+			TargetRef:       &v1alpha1.TargetReference{Name: "ner"},
+			RolloutStrategy: v1alpha1.RolloutStrategy{Type: "RollingUpdate"},
+		},
+	}
+	m.Spec.Default()
+	return m
+}
+
+func TestCommitted(t *testing.T) {
+	live := model("v1")
+	live.Generation = 4
+	live.Annotations = map[string]string{"keep": "1"}
+	live.Status.Phase = v1alpha1.PhaseReady
+
+	tests := []struct {
+		name           string
+		file           *v1alpha1.OpenMedModel
+		live           *v1alpha1.OpenMedModel
+		wantGeneration int64
+		wantPhase      v1alpha1.Phase
+	}{
+		{name: "new object", file: model("v1"), wantGeneration: 1},
+		{name: "unchanged spec keeps the generation and the status", file: model("v1"), live: live, wantGeneration: 4, wantPhase: v1alpha1.PhaseReady},
+		{name: "changed spec moves the generation", file: model("v2"), live: live, wantGeneration: 5, wantPhase: v1alpha1.PhaseReady},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			file := tt.file.DeepCopy()
+			file.Annotations = map[string]string{v1alpha1.RollbackToAnnotation: "v0"}
+			got := preview.Committed(file, tt.live)
+			if got.Generation != tt.wantGeneration || got.Status.Phase != tt.wantPhase || got.Spec.Version != tt.file.Spec.Version {
+				t.Errorf("generation %d phase %q version %s, want %d %q %s", got.Generation, got.Status.Phase, got.Spec.Version, tt.wantGeneration, tt.wantPhase, tt.file.Spec.Version)
+			}
+			if got.Annotations[v1alpha1.RollbackToAnnotation] != "v0" || (tt.live != nil && got.Annotations["keep"] != "1") {
+				t.Errorf("annotations %v: want the file's over the live ones", got.Annotations)
+			}
+		})
+	}
+}
+
+func obj(content map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: content}
+}
+
+func TestDiff(t *testing.T) {
+	container := func(env ...any) map[string]any {
+		return map[string]any{"name": "app", "image": "openmed:2.4.0", "env": env}
+	}
+	deployment := func(annotations map[string]any, replicas int64, containers ...any) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"name": "ner", "annotations": annotations},
+			"spec":     map[string]any{"replicas": replicas, "template": map[string]any{"spec": map[string]any{"containers": containers}}},
+		}
+	}
+	preload := map[string]any{"name": "PRELOAD", "value": "v1"}
+	other := map[string]any{"name": "OTHER", "value": "x"}
+	tests := []struct {
+		name        string
+		live, after map[string]any
+		want        []string
+		podsRoll    bool
+	}{
+		{name: "no change", live: deployment(nil, 2, container(other)), after: deployment(map[string]any{}, 2, container(other))},
+		{name: "replicas", live: deployment(nil, 1, container()), after: deployment(nil, 2, container()), want: []string{".spec.replicas: 1 -> 2"}},
+		{name: "an env entry added whole, by name", live: deployment(nil, 2, container(other)), after: deployment(nil, 2, container(other, preload)),
+			want: []string{`.spec.template.spec.containers[name="app"].env[name="PRELOAD"]:  -> {"name":"PRELOAD","value":"v1"}`}, podsRoll: true},
+		{name: "one field of an env entry", live: deployment(nil, 2, container(preload)), after: deployment(nil, 2, container(map[string]any{"name": "PRELOAD", "value": "v2"})),
+			want: []string{`.spec.template.spec.containers[name="app"].env[name="PRELOAD"].value: "v1" -> "v2"`}, podsRoll: true},
+		{name: "annotation key", live: deployment(map[string]any{"a": "1"}, 2), after: deployment(map[string]any{"a": "1", "b": "2"}, 2),
+			want: []string{`.metadata.annotations.b:  -> "2"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			changes := preview.Diff(obj(tt.live), obj(tt.after))
+			var got []string
+			for _, c := range changes {
+				got = append(got, c.Field+": "+c.From+" -> "+c.To)
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("Diff:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if preview.TemplateChanges(changes) != tt.podsRoll {
+				t.Errorf("TemplateChanges = %v, want %v", !tt.podsRoll, tt.podsRoll)
+			}
+		})
+	}
+}
