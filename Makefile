@@ -22,6 +22,8 @@ FLUX_VERSION ?= v2.9.5
 SOURCE_CONTROLLER_VERSION ?= v1.9.5
 # Argo CD, whose own util/lua tests `make argocd-upstream` runs on our folder.
 ARGOCD_VERSION ?= v3.6.1
+# promtool (Prometheus' Go module), which checks and tests examples/monitoring.
+PROMETHEUS_VERSION ?= v0.316.0
 
 # The control-plane binaries, built from Go modules (hack/tools/*), live in one
 # directory per version pair; KUBEBUILDER_ASSETS points envtest at it.
@@ -36,6 +38,7 @@ FLUXBIN := $(BIN)/flux-$(FLUX_VERSION)-kc-$(KUSTOMIZE_CONTROLLER_VERSION)
 KUSTOMIZE_CONTROLLER := $(FLUXBIN)/kustomize-controller
 FLUX := $(FLUXBIN)/flux
 FLUX_CRDS := $(FLUXBIN)/crds/.done-all-sources
+PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)/promtool
 
 export KUBEBUILDER_ASSETS := $(TESTBIN)
 # pkg/minicluster finds kwok through OPENMED_KWOK.
@@ -122,6 +125,14 @@ $(FLUX_CRDS):
 	   "$$sc"/config/crd/bases/source.toolkit.fluxcd.io_buckets.yaml $(@D)/; \
 	chmod u+w $(@D)/*.yaml; touch $@
 
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool from Prometheus' Go module into bin/ (cached).
+
+$(PROMTOOL): hack/tools/promtool/go.mod
+	@mkdir -p $(@D)
+	@echo ">> building promtool $(PROMETHEUS_VERSION) from Go modules"
+	cd hack/tools/promtool && go build -trimpath -ldflags=-s -o $@.tmp github.com/prometheus/prometheus/cmd/promtool && mv $@.tmp $@
+
 $(CONTROLLER_GEN):
 	@mkdir -p $(BIN)/.controller-gen
 	GOBIN=$(BIN)/.controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
@@ -184,7 +195,7 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 	docker build -t $(IMG) .
 
 .PHONY: test
-test: clusterbin fluxbin verify-generated vet argocd-upstream ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests.
+test: clusterbin fluxbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool.
 	OPENMED_SCALE_STEADY=5s go test $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
 
@@ -242,6 +253,10 @@ argocd-upstream: ## Run Argo CD's own Lua health and action tests with our folde
 	@cd $(ARGOCD_SRC) && { go test -count=1 ./util/lua -run 'TestLuaHealthScript|TestLuaResourceActionsScript' -v > .test.log 2>&1; rc=$$?; \
 		grep -E '^(ok|FAIL|PASS)|^--- |^    --- .*openmed.ai' .test.log; \
 		if [ $$rc -ne 0 ]; then grep -A14 'Error Trace' .test.log | head -120; exit $$rc; fi; }
+
+.PHONY: monitoring
+monitoring: $(PROMTOOL) ## Check and unit-test the Prometheus alerts in examples/monitoring with promtool.
+	cd examples/monitoring && $(PROMTOOL) check rules rules.yaml && $(PROMTOOL) test rules rules_test.yaml
 
 .PHONY: bench
 bench: ## Run the benchmarks and print their figures.

@@ -148,7 +148,7 @@ func (r *EventRecorder) enqueue(object runtime.Object, annotations map[string]st
 	select {
 	case r.queue <- e:
 	default:
-		r.drop(e, "queue-full", nil)
+		r.drop(e, dropQueueFull, nil)
 	}
 }
 
@@ -161,10 +161,10 @@ func (r *EventRecorder) post(ctx context.Context, e *corev1.Event) {
 		case err == nil || apierrors.IsAlreadyExists(err):
 			return
 		case !transient(err):
-			r.drop(e, "rejected", err)
+			r.drop(e, dropRejected, err)
 			return
 		case attempt == EventRetries:
-			r.drop(e, "retries-exhausted", err)
+			r.drop(e, dropRetriesExhausted, err)
 			return
 		}
 		if s, ok := apierrors.SuggestsClientDelay(err); ok && time.Duration(s)*time.Second > delay {
@@ -172,7 +172,7 @@ func (r *EventRecorder) post(ctx context.Context, e *corev1.Event) {
 		}
 		select {
 		case <-ctx.Done():
-			r.drop(e, "shutdown", err)
+			r.drop(e, dropShutdown, err)
 			return
 		case <-time.After(min(delay, EventBackoffCap)):
 		}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
 // Metric names, documented in the README's Monitoring section and used by
@@ -41,6 +43,8 @@ type Metrics struct {
 
 	mu   sync.Mutex
 	info map[string][]string // namespace/name -> the label values set last
+	// namespaces whose rollout and rollback counters are initialised.
+	namespaces map[string]bool
 }
 
 // NewMetrics builds the metrics and registers them with reg.
@@ -79,11 +83,47 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricEventsDropped,
 			Help: "Kubernetes Events given up on, by cause (rejected, retries-exhausted, queue-full, shutdown).",
 		}, []string{"cause"}),
-		info: map[string][]string{},
+		info:       map[string][]string{},
+		namespaces: map[string]bool{},
 	}
 	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped)
+	// Counters whose label values are known start at 0, so rate() and
+	// increase() see their first increment and alerts cannot miss it.
+	for _, reason := range errorReasons {
+		m.errors.WithLabelValues(reason)
+	}
+	for _, cause := range dropCauses {
+		m.eventsDropped.WithLabelValues(cause)
+	}
 	return m
 }
+
+// errorReasons are the reasons openmed_reconcile_errors_total counts: the
+// failed-step reasons a status reports, and the writes whose failure cannot
+// be reported in status.
+var errorReasons = []string{
+	v1alpha1.ManifestConflictReason, v1alpha1.ManifestFailedReason, v1alpha1.ApplyRejectedReason,
+	v1alpha1.ApplyFailedReason, v1alpha1.ReleaseFailedReason, v1alpha1.PruneFailedReason,
+	v1alpha1.InternalErrorReason, reasonStatusWriteFailed, reasonFinalizerWriteFailed,
+}
+
+// dropCauses are the causes of openmed_events_dropped_total.
+var dropCauses = []string{dropQueueFull, dropRejected, dropRetriesExhausted, dropShutdown}
+
+const (
+	reasonStatusWriteFailed    = "StatusWriteFailed"
+	reasonFinalizerWriteFailed = "FinalizerWriteFailed"
+
+	dropQueueFull        = "queue-full"
+	dropRejected         = "rejected"
+	dropRetriesExhausted = "retries-exhausted"
+	dropShutdown         = "shutdown"
+
+	rolloutSucceeded  = "succeeded"
+	rolloutFailed     = "failed"
+	rollbackAutomatic = "automatic"
+	rollbackManual    = "manual"
+)
 
 var (
 	defaultMetricsOnce sync.Once
@@ -117,6 +157,16 @@ func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 			return
 		}
 		m.modelInfo.DeleteLabelValues(old...)
+	} else if !m.namespaces[namespace] {
+		// The namespace's first model: its rollout and rollback counters
+		// start at 0 (they stay when the models go: counters do not reset).
+		m.namespaces[namespace] = true
+		for _, result := range []string{rolloutSucceeded, rolloutFailed} {
+			m.rollouts.WithLabelValues(namespace, result)
+		}
+		for _, trigger := range []string{rollbackAutomatic, rollbackManual} {
+			m.rollbacks.WithLabelValues(namespace, trigger)
+		}
 	}
 	m.modelInfo.WithLabelValues(labels...).Set(1)
 	m.info[key] = labels
@@ -140,7 +190,7 @@ func (m *Metrics) rolloutEnded(namespace, result string, d time.Duration) {
 		return
 	}
 	m.rollouts.WithLabelValues(namespace, result).Inc()
-	if d >= 0 && result == "succeeded" {
+	if d >= 0 && result == rolloutSucceeded {
 		m.rolloutDuration.Observe(d.Seconds())
 	}
 }

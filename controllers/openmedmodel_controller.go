@@ -258,7 +258,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		controllerutil.AddFinalizer(p.obj, v1alpha1.Finalizer)
 		controllerutil.RemoveFinalizer(p.obj, kopfFinalizer)
 		if err := r.Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return r.retry(ctx, p, "FinalizerWriteFailed", fmt.Errorf("add finalizer to OpenMedModel %s: %w", req, err))
+			return r.retry(ctx, p, reasonFinalizerWriteFailed, fmt.Errorf("add finalizer to OpenMedModel %s: %w", req, err))
 		}
 		p.modelRVs = append(p.modelRVs, base.ResourceVersion)
 	}
@@ -326,7 +326,7 @@ func retryVersion(obj *v1alpha1.OpenMedModel) string {
 // finalizer go once deletion is done.
 func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Result, error) {
 	if err := r.patchStatus(ctx, p); err != nil {
-		return r.retry(ctx, p, "StatusWriteFailed", err)
+		return r.retry(ctx, p, reasonStatusWriteFailed, err)
 	}
 	r.record(p)
 	if p.plan.RemoveFinalizer && p.observed.Failure == nil {
@@ -334,7 +334,7 @@ func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Resu
 		controllerutil.RemoveFinalizer(p.obj, v1alpha1.Finalizer)
 		controllerutil.RemoveFinalizer(p.obj, kopfFinalizer)
 		if err := r.Patch(ctx, p.obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return r.retry(ctx, p, "FinalizerWriteFailed", client.IgnoreNotFound(err))
+			return r.retry(ctx, p, reasonFinalizerWriteFailed, client.IgnoreNotFound(err))
 		}
 		r.recordGotk(ctx, p.obj)
 		r.forget(p.key)
@@ -446,15 +446,15 @@ func (r *OpenMedModelReconciler) record(p *pass) {
 		case v1alpha1.RolloutStartedReason:
 			r.rolloutStarted(p.key, now)
 		case v1alpha1.RollbackStartedReason:
-			trigger := "automatic"
+			trigger := rollbackAutomatic
 			if strings.HasPrefix(plan.Status.RollbackRequest, rollout.ManualRollbackPrefix) {
-				trigger = "manual"
+				trigger = rollbackManual
 			}
 			r.ModelMetrics.countRollback(obj.Namespace, trigger)
 		case v1alpha1.RolloutSucceededReason:
-			r.ModelMetrics.rolloutEnded(obj.Namespace, "succeeded", r.rolloutDuration(p.key, now))
+			r.ModelMetrics.rolloutEnded(obj.Namespace, rolloutSucceeded, r.rolloutDuration(p.key, now))
 		case v1alpha1.RolloutFailedReason:
-			r.ModelMetrics.rolloutEnded(obj.Namespace, "failed", r.rolloutDuration(p.key, now))
+			r.ModelMetrics.rolloutEnded(obj.Namespace, rolloutFailed, r.rolloutDuration(p.key, now))
 		}
 	}
 	for _, d := range plan.Drift {

@@ -76,11 +76,7 @@ func TestPlanMatchesAct(t *testing.T) {
 	if err := op.Stop(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	d := read(t, ns).d
-	d.Spec.Replicas = ptr.To[int32](4)
-	if err := k8s.Update(context.Background(), d, client.FieldOwner("kubectl-edit")); err != nil {
-		t.Fatal(err)
-	}
+	editReplicas(t, ns, 4, "kubectl-edit")
 	res = planFile(t, file, m, cli.ExitChanges)
 	if len(res.Drift) != 1 || res.Drift[0].Field != "spec.replicas" || !contains(res.Drift[0].Managers, "kubectl-edit") || res.PodsRoll || res.SpecChanged {
 		t.Errorf("plan with drift: %+v", res)

@@ -41,8 +41,10 @@ var (
 	k8s        client.WithWatch
 	// operatorBinary and demoBinary are built once for the package.
 	operatorBinary, demoBinary string
-	// operatorKubeconfig acts as the bundle's ServiceAccount.
+	// operatorKubeconfig acts as the bundle's ServiceAccount, which lives in
+	// bundleNamespace (with its leader-election Role).
 	operatorKubeconfig string
+	bundleNamespace    string
 	workDir            string
 	// shared is the operator for models without operatorLabel.
 	shared *demo.Operator
@@ -143,6 +145,7 @@ func setUp() error {
 	if err != nil {
 		return err
 	}
+	bundleNamespace = bundle.ServiceAccount.Namespace
 	operatorKubeconfig = filepath.Join(workDir, "operator.kubeconfig")
 	if err := demo.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), operatorKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
 		return err
