@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -78,7 +79,7 @@ func TestPlanMatchesAct(t *testing.T) {
 	}
 	editReplicas(t, ns, 4, "kubectl-edit")
 	res = planFile(t, file, m, cli.ExitChanges)
-	if len(res.Drift) != 1 || res.Drift[0].Field != "spec.replicas" || !contains(res.Drift[0].Managers, "kubectl-edit") || res.PodsRoll || res.SpecChanged {
+	if len(res.Drift) != 1 || res.Drift[0].Field != "spec.replicas" || !slices.Contains(res.Drift[0].Managers, "kubectl-edit") || res.PodsRoll || res.SpecChanged {
 		t.Errorf("plan with drift: %+v", res)
 	}
 	commit(t, m, func() {
@@ -229,13 +230,4 @@ func changeSet(changes []preview.FieldChange) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
