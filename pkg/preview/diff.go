@@ -115,7 +115,9 @@ func walk(path fieldpath.Path, a, b any, onlyB bool, out *[]FieldChange) {
 	}
 	am, aIsMap := a.(map[string]any)
 	bm, bIsMap := b.(map[string]any)
-	if aIsMap && bIsMap {
+	// An absent object compares as an empty one, field by field, so the
+	// changes read the same whether or not the parent existed before.
+	if (aIsMap || a == nil) && (bIsMap || b == nil) && (aIsMap || bIsMap) {
 		keys := map[string]bool{}
 		for k := range am {
 			keys[k] = true
@@ -135,7 +137,7 @@ func walk(path fieldpath.Path, a, b any, onlyB bool, out *[]FieldChange) {
 	}
 	al, aIsList := a.([]any)
 	bl, bIsList := b.([]any)
-	if aIsList && bIsList && named(al) && named(bl) {
+	if (aIsList || a == nil) && (bIsList || b == nil) && (aIsList || bIsList) && named(al) && named(bl) {
 		byName := func(l []any) map[string]any {
 			m := map[string]any{}
 			for _, item := range l {
@@ -157,12 +159,19 @@ func walk(path fieldpath.Path, a, b any, onlyB bool, out *[]FieldChange) {
 		}
 		for _, n := range names {
 			key := fieldpath.PathElement{Key: &value.FieldList{{Name: "name", Value: value.NewValueInterface(n)}}}
-			walk(child(path, key), an[n], bn[n], onlyB, out)
+			p := child(path, key)
+			if an[n] == nil || bn[n] == nil {
+				// An element added or removed (an env entry) is one
+				// change, not one per field.
+				if !(onlyB && bn[n] == nil) {
+					*out = append(*out, FieldChange{Field: p.String(), From: encode(an[n]), To: encode(bn[n]), path: p})
+				}
+				continue
+			}
+			walk(p, an[n], bn[n], onlyB, out)
 		}
 		return
 	}
-	// A field added or removed as a whole (an env entry, a rollingUpdate
-	// block) is one change, not one per leaf.
 	if apiequality.Semantic.DeepEqual(a, b) {
 		return
 	}

@@ -87,6 +87,10 @@ func TestDiff(t *testing.T) {
 			want: []string{`.spec.template.spec.containers[name="app"].env[name="PRELOAD"].value: "v1" -> "v2"`}, podsRoll: true},
 		{name: "annotation key", live: deployment(map[string]any{"a": "1"}, 2), after: deployment(map[string]any{"a": "1", "b": "2"}, 2),
 			want: []string{`.metadata.annotations.b:  -> "2"`}},
+		{name: "the same annotation key when there were none", live: deployment(nil, 2), after: deployment(map[string]any{"b": "2"}, 2),
+			want: []string{`.metadata.annotations.b:  -> "2"`}},
+		{name: "an env entry when the container had no env", live: deployment(nil, 2, map[string]any{"name": "app"}), after: deployment(nil, 2, map[string]any{"name": "app", "env": []any{preload}}),
+			want: []string{`.spec.template.spec.containers[name="app"].env[name="PRELOAD"]:  -> {"name":"PRELOAD","value":"v1"}`}, podsRoll: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
