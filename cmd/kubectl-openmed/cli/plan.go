@@ -205,8 +205,25 @@ type source interface {
 	changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured) ([]preview.FieldChange, error)
 }
 
-// planOne plans one model from the file.
+// errLiveChanged says the Deployment changed while a model was planned.
+var errLiveChanged = errors.New("the Deployment changed while it was planned")
+
+// planAttempts bounds how often a model is planned again because its
+// Deployment changed in between.
+const planAttempts = 5
+
+// planOne plans one model from the file, again when the Deployment changed
+// while it was planned.
 func planOne(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time) (preview.Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := planOnce(ctx, src, file, now)
+		if !errors.Is(err, errLiveChanged) || attempt == planAttempts {
+			return res, err
+		}
+	}
+}
+
+func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time) (preview.Result, error) {
 	if file.Namespace == "" {
 		file.Namespace = src.namespace()
 	}
@@ -312,7 +329,16 @@ func (c clusterSource) changes(ctx context.Context, live, takeover, intent *unst
 	if takeover != nil {
 		first = takeover
 	}
+	// The dry run must start from the Deployment plan read (the Deployment
+	// controller writes its revision annotation, an HPA the replicas):
+	// with the read resourceVersion as a precondition, a change in between
+	// is a conflict and the model is planned again on the new object.
+	first = first.DeepCopy()
+	first.SetResourceVersion(live.GetResourceVersion())
 	after, err := client.Apply(ctx, first.GetName(), first, opts)
+	if apierrors.IsConflict(err) {
+		return nil, errLiveChanged
+	}
 	if err != nil {
 		return nil, fmt.Errorf("dry-run apply to Deployment %s/%s: %w", live.GetNamespace(), live.GetName(), err)
 	}
