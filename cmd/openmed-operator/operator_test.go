@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -107,8 +108,9 @@ func TestInstalledServiceAccount(t *testing.T) {
 			completeRollout(t, target, "svc")
 			waitPhase(t, target, "svc", v1alpha1.PhaseReady)
 
-			samples := p.scrape(t)
-			for _, want := range []struct {
+			// The pass records its metrics after the status write that
+			// waitPhase saw, so the scrape waits for them.
+			wants := []struct {
 				name      string
 				fragments []string
 			}{
@@ -116,10 +118,22 @@ func TestInstalledServiceAccount(t *testing.T) {
 				{"gotk_reconcile_condition", []string{`kind="OpenMedModel"`, `name="svc"`, `type="Ready"`, `status="True"`}},
 				{"controller_runtime_reconcile_time_seconds_count", []string{`controller="openmedmodel"`}},
 				{"openmed_model_info", []string{`name="svc"`, `namespace="` + target + `"`, `phase="Ready"`}},
-			} {
-				if v, ok := sum(samples, want.name, want.fragments...); !ok || v <= 0 {
-					t.Errorf("metric %s{%s} = %v (found %v), want > 0", want.name, strings.Join(want.fragments, ","), v, ok)
+			}
+			var samples []sample
+			var missing []string
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+				samples, missing = p.scrape(t), nil
+				for _, want := range wants {
+					if v, ok := sum(samples, want.name, want.fragments...); !ok || v <= 0 {
+						missing = append(missing, fmt.Sprintf("metric %s{%s} = %v (found %v), want > 0", want.name, strings.Join(want.fragments, ","), v, ok))
+					}
 				}
+				if len(missing) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			for _, m := range missing {
+				t.Error(m)
 			}
 
 			// Reconcile time is one histogram per controller, not one per
@@ -258,6 +272,11 @@ func TestShards(t *testing.T) {
 		eventually(t, shard+" leading "+id, func() (bool, string) { return p.isLeader(t, id), "not leading" })
 	}
 	for shard, p := range shards {
+		// The pass records the metric after the status write waitPhase saw.
+		eventually(t, shard+" exporting m-"+shard, func() (bool, string) {
+			_, found := sum(p.scrape(t), "openmed_model_info", `name="m-`+shard+`"`)
+			return found, "not exported yet"
+		})
 		samples := p.scrape(t)
 		for _, model := range []string{"m-shard1", "m-shard2", "m-none"} {
 			_, found := sum(samples, "openmed_model_info", `name="`+model+`"`)
