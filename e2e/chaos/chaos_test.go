@@ -599,10 +599,7 @@ type sampler struct {
 }
 
 var fluxChecker = func() *check.Checker {
-	c := check.NewChecker(nil, &check.Conditions{NegativePolarity: []string{
-		v1alpha1.StalledCondition, v1alpha1.ReconcilingCondition, v1alpha1.DegradedCondition, v1alpha1.RolledBackCondition,
-		v1alpha1.OwnershipConflictCondition,
-	}})
+	c := check.NewChecker(nil, &check.Conditions{NegativePolarity: v1alpha1.NegativePolarityConditions})
 	c.DisableFetch = true
 	return c
 }()

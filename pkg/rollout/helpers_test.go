@@ -64,10 +64,7 @@ func fixtureModel(t testing.TB) *v1alpha1.OpenMedModel {
 
 // fluxChecker applies Flux's rules for a finished reconciliation status.
 var fluxChecker = func() *check.Checker {
-	c := check.NewChecker(nil, &check.Conditions{NegativePolarity: []string{
-		v1alpha1.StalledCondition, v1alpha1.ReconcilingCondition, v1alpha1.DegradedCondition, v1alpha1.RolledBackCondition,
-		v1alpha1.OwnershipConflictCondition,
-	}})
+	c := check.NewChecker(nil, &check.Conditions{NegativePolarity: v1alpha1.NegativePolarityConditions})
 	c.DisableFetch = true
 	return c
 }()

@@ -17,6 +17,14 @@ const (
 	OwnershipConflictCondition = "OwnershipConflict"
 )
 
+// NegativePolarityConditions are the condition types whose True status is
+// abnormal, in the sense of Flux's condition checker
+// (fluxcd/pkg/runtime/conditions/check): everything but Ready and
+// Progressing.
+var NegativePolarityConditions = []string{
+	StalledCondition, ReconcilingCondition, DegradedCondition, RolledBackCondition, OwnershipConflictCondition,
+}
+
 // Condition reasons. One name for one thing: status, events and docs use these.
 const (
 	// Blockers, re-evaluated on every pass.
