@@ -23,9 +23,6 @@ func main() {
 	var exit *cli.ExitError
 	switch {
 	case errors.As(err, &exit):
-		if exit.Err != nil {
-			fmt.Fprintln(os.Stderr, "error:", exit.Err)
-		}
 		os.Exit(exit.Code)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "error:", err)

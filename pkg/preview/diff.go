@@ -62,23 +62,6 @@ func Overlay(live, intent *unstructured.Unstructured) []FieldChange {
 	return out
 }
 
-// Dropped lists the fields takeover sets and intent does not: the foreign
-// fields the operator takes over and removes in the same pass, with the
-// managers that own them in live.
-func Dropped(live, takeover, intent *unstructured.Unstructured) []FieldChange {
-	var all, out []FieldChange
-	spec, _, _ := unstructured.NestedFieldNoCopy(takeover.Object, "spec")
-	kept, _, _ := unstructured.NestedFieldNoCopy(intent.Object, "spec")
-	walk(pathOf("spec"), spec, kept, false, &all)
-	for _, c := range all {
-		if c.To == "" {
-			out = append(out, c)
-		}
-	}
-	attribute(out, live.GetManagedFields())
-	return out
-}
-
 // TemplateChanges reports whether any change is under spec.template: the
 // Deployment controller then replaces the pods.
 func TemplateChanges(changes []FieldChange) bool {

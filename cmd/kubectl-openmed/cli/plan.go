@@ -29,21 +29,14 @@ import (
 	"github.com/openmed/openmed-operator/pkg/validation"
 )
 
-// ExitError carries a process exit code other than 1; main exits with Code
-// and prints Err when it is set. `plan` returns Code 2 when the commit
-// changes the cluster, as `terraform plan -detailed-exitcode` and
-// `kubectl diff` do.
+// ExitError asks main to exit with Code, printing nothing more: `plan`
+// returns Code 2 when the commit changes the cluster, as
+// `terraform plan -detailed-exitcode` and `kubectl diff` do.
 type ExitError struct {
 	Code int
-	Err  error
 }
 
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Err.Error()
-}
+func (e *ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
 // ExitChanges is plan's exit code when the commit changes the cluster.
 const ExitChanges = 2
@@ -318,10 +311,11 @@ func (c clusterSource) configMaps(ctx context.Context, ns string, owner *v1alpha
 
 // changes asks the API server: a server-side dry-run apply with the
 // operator's field manager returns the Deployment as it would be stored.
-// With a takeover (a foreign field the operator takes over and then drops),
-// the takeover is dry-run instead, since a dry run stores nothing for the
-// second apply to start from, and the fields the intent then drops are
-// added as removals.
+// With a takeover (a foreign strategy.rollingUpdate under Recreate, which
+// the operator first applies with values of its own to own it alone, then
+// drops with the intent), the takeover is dry-run, since a dry run stores
+// nothing for the second apply to start from; the intent's strategy is then
+// the strategy the pass leaves, as the operator is its only manager.
 func (c clusterSource) changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured) ([]preview.FieldChange, error) {
 	client := c.t.dyn.Resource(deploymentsResource).Namespace(live.GetNamespace())
 	opts := metav1.ApplyOptions{FieldManager: rollout.DefaultFieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}
@@ -342,11 +336,14 @@ func (c clusterSource) changes(ctx context.Context, live, takeover, intent *unst
 	if err != nil {
 		return nil, fmt.Errorf("dry-run apply to Deployment %s/%s: %w", live.GetNamespace(), live.GetName(), err)
 	}
-	changes := preview.Diff(live, after)
 	if takeover != nil {
-		changes = append(changes, preview.Dropped(live, takeover, intent)...)
+		if strategy, ok, _ := unstructured.NestedMap(intent.Object, "spec", "strategy"); ok {
+			if err := unstructured.SetNestedMap(after.Object, strategy, "spec", "strategy"); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return changes, nil
+	return preview.Diff(live, after), nil
 }
 
 // ownedConfigMaps converts the manifest ConfigMaps owned by owner.

@@ -145,3 +145,52 @@ func TestHistory(t *testing.T) {
 		t.Errorf("history of a missing model: %v", res.err)
 	}
 }
+
+// TestPlanTakeover: a chart renders strategy.rollingUpdate and the model asks
+// for Recreate. The operator takes the block over and drops it in one pass;
+// the plan lists the dropped fields with the chart's manager.
+func TestPlanTakeover(t *testing.T) {
+	ctx := context.Background()
+	ns := "takeover"
+	ensureNamespace(t, ns)
+	for _, u := range readObjects(t, exampleTarget) {
+		u.SetNamespace(ns)
+		if u.GetKind() == "Deployment" {
+			if err := unstructured.SetNestedMap(u.Object, map[string]any{
+				"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": int64(1), "maxUnavailable": int64(0)},
+			}, "spec", "strategy"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := env.Client.Create(ctx, u, client.FieldOwner("helm")); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+	}
+	model := readObjects(t, exampleModel)[0]
+	model.SetNamespace(ns)
+	if err := unstructured.SetNestedField(model.Object, map[string]any{"type": "Recreate", "rollbackOnFailure": true}, "spec", "rolloutStrategy"); err != nil {
+		t.Fatal(err)
+	}
+	data, err := yaml.Marshal(model.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "model.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := run(t, "plan", "-f", file)
+	if got := exitCode(res.err); got != ExitChanges {
+		t.Fatalf("exit code %d (%v)\n%s", got, res.err, res.stdout)
+	}
+	for _, want := range []string{
+		`.spec.strategy.type: "RollingUpdate" -> "Recreate" (managed by helm)`,
+		`.spec.strategy.rollingUpdate.maxSurge: 1 -> - (managed by helm)`,
+		`.spec.strategy.rollingUpdate.maxUnavailable: 0 -> - (managed by helm)`,
+	} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, res.stdout)
+		}
+	}
+}
