@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/cmd/kubectl-openmed/cli"
+	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/preview"
 )
@@ -98,9 +99,18 @@ func TestPlanMatchesAct(t *testing.T) {
 	if !strings.HasPrefix(res.OnFailure, "roll back to "+v2) {
 		t.Errorf("on failure of %s: %q", brokenVersion, res.OnFailure)
 	}
+	brokenHash, err := demo.ManifestHashOf(m, brokenVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compared while the Deployment carries the never-ready version, before
+	// its progress deadline passes and the operator rolls back.
 	commit(t, m, func() {
-		waitState(t, ns, "rolled back", func(s state) bool { return s.m.Status.Phase == v1alpha1.PhaseRolledBack && settled(s.d) })
-	}, preview.Result{}) // the rollback acts after the plan's pass: compared below
+		waitState(t, ns, "the never-ready version applied", func(s state) bool {
+			return s.d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == brokenHash
+		})
+	}, res)
+	waitState(t, ns, "rolled back", func(s state) bool { return s.m.Status.Phase == v1alpha1.PhaseRolledBack && settled(s.d) })
 	m.Spec.Version = v2
 	res = planFile(t, file, m, -1)
 	commit(t, m, func() { waitServing(t, ns, v2) }, res)
@@ -145,8 +155,8 @@ func planFile(t *testing.T, file string, m *v1alpha1.OpenMedModel, wantCode int)
 }
 
 // commit applies m as a GitOps tool would, waits with settle, and compares
-// what changed on the Deployment and which ConfigMaps appeared with res
-// (skipped for a zero res).
+// what changed on the Deployment and which ConfigMaps appeared and went
+// with res.
 func commit(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res preview.Result) {
 	t.Helper()
 	before := deploymentObject(t, m.Namespace)
@@ -162,9 +172,6 @@ func commit(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res preview.R
 		update(t, m)
 	}
 	settle()
-	if res.Name == "" {
-		return
-	}
 	after := deploymentObject(t, m.Namespace)
 	unstructured.RemoveNestedField(after.Object, "metadata", "annotations", revisionAnnotation)
 	unstructured.RemoveNestedField(before.Object, "metadata", "annotations", revisionAnnotation)
