@@ -161,17 +161,23 @@ func PruneConfigMap(obj any) (any, error) {
 	return out, nil
 }
 
-// pruneManagedFields keeps, of each managedFields entry of the main
-// resource, the fields drift attribution and the release read: the
-// operator's annotations, replicas, strategy, progress deadline, the pod
-// template's operator annotations and each container's preload env entry.
-// Status entries are dropped.
+// pruneManagedFields keeps, of each managedFields entry, the fields drift
+// attribution and the release read: the operator's annotations, replicas,
+// strategy, progress deadline, the pod template's operator annotations and
+// each container's preload env entry. Entries of the scale subresource are
+// kept too (an HPA or `kubectl scale` owns spec.replicas through it), so a
+// correction of replicas names them. Status entries are dropped. An entry
+// left with no such field is kept with an empty field set, so the cache
+// still shows every manager that has one (the operator's own entry is what
+// tells a finished release from an interrupted one).
 func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
-		if e.Subresource != "" || e.FieldsV1 == nil {
+		if e.Subresource == "status" || e.FieldsV1 == nil {
 			continue
 		}
+		e.Manager, e.APIVersion, e.Subresource = intern(e.Manager), intern(e.APIVersion), intern(e.Subresource)
+		e.Time = nil
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
 			out = append(out, e)
@@ -184,6 +190,8 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFie
 			}
 		})
 		if kept.Empty() {
+			e.FieldsV1 = &metav1.FieldsV1{Raw: emptyFields}
+			out = append(out, e)
 			continue
 		}
 		raw, err := kept.ToJSON()
@@ -192,11 +200,14 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFie
 			continue
 		}
 		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
-		e.Time = nil
 		out = append(out, e)
 	}
 	return out
 }
+
+// emptyFields is the field set of an entry that owns nothing a decision
+// reads.
+var emptyFields = []byte("{}")
 
 // attributes reports whether a managedFields path is one a decision reads.
 func attributes(p fieldpath.Path) bool {

@@ -54,6 +54,11 @@ func TestPrunedDeploymentDecidesTheSame(t *testing.T) {
 			if err := env.Client.Patch(ctx, getDeployment(t, ns, "svc"), client.RawPatch(types.StrategicMergePatchType, []byte(setEnv)), client.FieldOwner("kubectl-set")); err != nil {
 				t.Fatal(err)
 			}
+			// An HPA (or kubectl scale) writes the scale subresource: its
+			// entry must name the replicas' owner from the cache too.
+			if err := scale(ns, "svc", "kube-controller-manager", 7); err != nil {
+				t.Fatal(err)
+			}
 			full := getDeployment(t, ns, "svc")
 			pruned := prune(t, full)
 			if a, b := rollout.DetectDrift(full, spec, owner, cmName, hash, rollout.DefaultFieldManager),

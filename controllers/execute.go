@@ -3,58 +3,85 @@ package controllers
 import (
 	"context"
 	"errors"
+	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 	"github.com/openmed/openmed-operator/pkg/target"
 )
 
+// outcome is what carrying out a plan came to.
+type outcome struct {
+	// failure is the first step that failed; the pass reports it.
+	failure *rollout.Failure
+	// stale: a write conditional on the version the pass read (the claim of
+	// a target, the replicas release) met a newer one. The pass decided on
+	// an old view and nothing it planned for the target happened, so it
+	// reports nothing; it runs again once the cache shows the newer
+	// version. Somebody else writing first is not a failure.
+	stale bool
+	// releaseLeft: a release met a newer version of its Deployment. What
+	// the pass did before stands and is reported; the release, and the
+	// pruning after it, are decided again on the newer version.
+	releaseLeft bool
+}
+
 // execute makes the plan's changes in the order that keeps every pod able
 // to start: manifest ConfigMaps first, then the Deployment pointer, then the
 // releases, and pruning last. Each write is one request; the server's
-// answer, not a read-back, tells the pass where the target stands. It
-// returns the first step that failed, or nil.
-func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) *rollout.Failure {
+// answer, not a read-back, tells the pass where the target stands, and the
+// answers are recorded so the next pass waits for a cache that has seen
+// them (cacheLag).
+func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 	log := ctrl.LoggerFrom(ctx)
-	fail := func(step rollout.Step, err error) *rollout.Failure {
+	fail := func(step rollout.Step, err error) outcome {
 		f := &rollout.Failure{Step: step, Kind: classify(err)}
+		if f.Kind == rollout.Rejected {
+			f.Detail = rejectionDetail(err)
+		}
 		log.Error(err, "step failed", "step", step, "kind", f.Kind)
-		return f
+		return outcome{failure: f}
 	}
 	plan, ns := &p.plan, p.obj.Namespace
 	for _, cm := range plan.EnsureConfigMaps {
 		if err := target.CreateConfigMap(ctx, r.Client, r.APIReader, cm, p.obj.UID); err != nil {
 			if errors.Is(err, target.ErrNameTaken) {
-				return &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.NameTaken}
+				return outcome{failure: &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.NameTaken}}
 			}
 			return fail(rollout.StepManifest, err)
 		}
 	}
 	if dep := p.observed.Deployment; dep != nil && (plan.ReleaseReplicas || plan.Takeover != nil || plan.ApplyDeployment != nil) {
-		key := types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name}
-		rv := dep.ResourceVersion
-		seen := []string{rv}
+		w := r.targetLag.track(keyOf(dep), dep.UID, dep.ResourceVersion, dep.Generation)
+		defer w.done()
 		// Claiming an unclaimed target is conditional on the version we
 		// saw: of two resources racing for it, the second write fails with
 		// a conflict and its next pass sees the other's claim. Later writes
 		// of the pass follow the first one's answer.
 		precondition := ""
 		if plan.Claim {
-			precondition = rv
+			precondition = dep.ResourceVersion
 		}
 		if plan.ReleaseReplicas {
-			next, err := target.DropField(ctx, r.Client, r.APIReader, dep.Namespace, dep.Name, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
-			if err != nil {
+			read, answer, err := target.DropField(ctx, r.Client, r.APIReader, dep.Namespace, dep.Name, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
+			w.moved(read.ResourceVersion, read.Generation)
+			switch {
+			case apierrors.IsConflict(err):
+				w.conflicted()
+				return outcome{stale: true}
+			case err != nil:
 				return fail(rollout.StepApply, err)
 			}
-			if next != "" && next != rv {
-				rv, precondition = next, ""
-				seen = append(seen, rv)
+			if answer.ResourceVersion != "" {
+				w.moved(answer.ResourceVersion, answer.Generation)
+				precondition = ""
 			}
 		}
 		for _, intent := range []*unstructured.Unstructured{plan.Takeover, plan.ApplyDeployment} {
@@ -62,26 +89,37 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) *rollout.
 				continue
 			}
 			answer, err := target.Apply(ctx, r.Client, intent, r.FieldManager, precondition)
-			if err != nil {
-				r.targetLag.wrote(key, seen[:len(seen)-1]...)
+			switch {
+			case precondition != "" && apierrors.IsConflict(err):
+				w.conflicted()
+				return outcome{stale: true}
+			case err != nil:
 				return fail(rollout.StepApply, err)
 			}
 			precondition = ""
-			if answer.GetResourceVersion() != rv {
-				rv = answer.GetResourceVersion()
-				seen = append(seen, rv)
-			}
+			w.moved(answer.GetResourceVersion(), answer.GetGeneration())
 		}
-		// Every version before the last answer is one the cache may still
-		// show; the next pass waits for the last. Only answered writes are
-		// recorded: a write whose answer was lost may not have happened.
-		r.targetLag.wrote(key, seen[:len(seen)-1]...)
 	}
-	for _, rel := range []*rollout.Release{plan.ReleasePrevious, plan.Release} {
-		if rel == nil {
+	for _, rel := range []struct {
+		release *rollout.Release
+		dep     *appsv1.Deployment
+	}{{plan.ReleasePrevious, p.observed.PreviousTarget}, {plan.Release, p.observed.Deployment}} {
+		if rel.release == nil || rel.dep == nil {
 			continue
 		}
-		if err := target.Release(ctx, r.Client, rel.Keep, r.FieldManager); err != nil {
+		w := r.targetLag.track(keyOf(rel.dep), rel.dep.UID, rel.release.ResourceVersion, rel.dep.Generation)
+		answers, err := target.Release(ctx, r.Client, rel.release.Keep, r.FieldManager, rel.release.ResourceVersion, v1alpha1.ModelResourceAnnotation)
+		for _, a := range answers {
+			w.moved(a.ResourceVersion, a.Generation)
+		}
+		if apierrors.IsConflict(err) {
+			w.conflicted()
+			w.done()
+			log.V(1).Info("release met a newer Deployment; deciding again", "Deployment", rel.dep.Namespace+"/"+rel.dep.Name)
+			return outcome{releaseLeft: true}
+		}
+		w.done()
+		if err != nil {
 			return fail(rollout.StepRelease, err)
 		}
 	}
@@ -90,13 +128,17 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) *rollout.
 			return fail(rollout.StepPrune, err)
 		}
 	}
-	return nil
+	return outcome{}
+}
+
+func keyOf(dep *appsv1.Deployment) types.NamespacedName {
+	return types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name}
 }
 
 // classify sorts a failed request: a rejection needs a person (forbidden,
 // invalid, denied by an admission webhook, a bad request); everything else
-// (busy, unavailable, timed out, a lost connection, a conflict, a target
-// that vanished) clears by itself.
+// (busy, unavailable, timed out, a lost connection, a target that vanished)
+// clears by itself.
 func classify(err error) rollout.FailureKind {
 	switch {
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err),
@@ -105,3 +147,54 @@ func classify(err error) rollout.FailureKind {
 	}
 	return rollout.Transient
 }
+
+// Bounds of what a rejection puts in the status.
+const (
+	maxCauses      = 3
+	maxCauseLength = 200
+)
+
+// rejectionDetail says what the API server found wrong with a rejected
+// request: each cause as "field: message" (at most maxCauses, each cut to
+// maxCauseLength), or, without causes, the answer's message after the
+// object's name ("... is forbidden: ", "... is invalid: "). This is the
+// server's validation of the operator's own write to a Deployment or a
+// ConfigMap: field paths, the rule, and at most the value of a
+// configuration field (the Deployment's spec is configuration, not user
+// data). The operator reads no Secret, so none can be in it.
+func rejectionDetail(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return ""
+	}
+	s := status.Status()
+	var parts []string
+	if s.Details != nil {
+		for _, c := range s.Details.Causes {
+			if len(parts) == maxCauses {
+				parts = append(parts, "…")
+				break
+			}
+			text := c.Message
+			if c.Field != "" {
+				text = c.Field + ": " + text
+			}
+			parts = append(parts, rollout.Shorten(text, maxCauseLength))
+		}
+	}
+	if len(parts) == 0 {
+		msg := s.Message
+		for _, sep := range []string{" is forbidden: ", " is invalid: "} {
+			if _, rest, ok := strings.Cut(msg, sep); ok {
+				msg = rest
+				break
+			}
+		}
+		if msg == "" {
+			return ""
+		}
+		return rollout.Shorten(msg, rollout.MaxFailureDetail)
+	}
+	return strings.Join(parts, "; ")
+}
+

@@ -105,6 +105,7 @@ type OpenMedModelReconciler struct {
 
 	mu          sync.Mutex
 	rolloutFrom map[types.NamespacedName]time.Time
+	unanswered  map[types.NamespacedName]unanswered
 }
 
 // Options configure SetupWithManager.
@@ -181,7 +182,7 @@ func (r *OpenMedModelReconciler) awaitedUpdate(e event.UpdateEvent) bool {
 	}
 	// The awaited write has arrived when the new version is not one the
 	// record lists; the record goes, and the pass it woke decides.
-	r.modelLag.behind(key, e.ObjectNew.GetResourceVersion())
+	r.modelLag.behind(key, e.ObjectNew.GetUID(), e.ObjectNew.GetResourceVersion(), 0)
 	return true
 }
 
@@ -189,7 +190,7 @@ func (r *OpenMedModelReconciler) awaitedUpdate(e event.UpdateEvent) bool {
 // or name it in their owner annotation.
 func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o client.Object) []reconcile.Request {
 	// A version the operator did not write ends the wait for its own.
-	r.targetLag.behind(client.ObjectKeyFromObject(o), o.GetResourceVersion())
+	r.targetLag.behind(client.ObjectKeyFromObject(o), o.GetUID(), o.GetResourceVersion(), o.GetGeneration())
 	var list v1alpha1.OpenMedModelList
 	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndexKey: o.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list OpenMedModels for Deployment", "Deployment", klogRef(o))
@@ -222,6 +223,9 @@ type pass struct {
 	plan     rollout.Plan
 	// modelRVs are the resourceVersions of obj this pass moved on from.
 	modelRVs []string
+	// releaseLeft: a release of this pass met a newer Deployment and is
+	// decided again by the next pass; the finalizer stays.
+	releaseLeft bool
 }
 
 // Reconcile runs one pass for one OpenMedModel: read the cache, decide,
@@ -236,9 +240,10 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.modelLag.behind(p.key, p.obj.ResourceVersion) {
+	if r.modelLag.behind(p.key, p.obj.UID, p.obj.ResourceVersion, 0) {
 		return ctrl.Result{RequeueAfter: lagRecheck}, nil
 	}
+	r.recordUnanswered(p.key, p.obj)
 	version := retryVersion(p.obj)
 	defer func() {
 		if v := recover(); v != nil {
@@ -265,13 +270,21 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 	var waiting bool
 	if p.observed, waiting = r.observe(ctx, p.obj); waiting {
-		r.modelLag.wrote(p.key, p.modelRVs...)
+		r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
 		return ctrl.Result{RequeueAfter: lagRecheck}, nil
 	}
 	p.plan = r.decide(p)
-	if failure := r.execute(ctx, p); failure != nil {
-		return r.report(ctx, p, failure, version), nil
+	out := r.execute(ctx, p)
+	switch {
+	case out.stale:
+		// Decided on an old view of the target: decide again once the
+		// cache shows the newer version (its watch event wakes the pass).
+		r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
+		return ctrl.Result{RequeueAfter: lagRecheck}, nil
+	case out.failure != nil:
+		return r.report(ctx, p, out.failure, version), nil
 	}
+	p.releaseLeft = out.releaseLeft
 	return r.finish(ctx, p)
 }
 
@@ -326,10 +339,17 @@ func retryVersion(obj *v1alpha1.OpenMedModel) string {
 // finalizer go once deletion is done.
 func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Result, error) {
 	if err := r.patchStatus(ctx, p); err != nil {
+		r.holdUnanswered(p, err)
 		return r.retry(ctx, p, reasonStatusWriteFailed, err)
 	}
-	r.record(p)
-	if p.plan.RemoveFinalizer && p.observed.Failure == nil {
+	r.dropUnanswered(p.key)
+	deleting := !p.obj.DeletionTimestamp.IsZero()
+	if !deleting || !p.releaseLeft {
+		// A deletion pass whose release is decided again announces it
+		// with the pass that finishes it.
+		r.record(p)
+	}
+	if p.plan.RemoveFinalizer && p.observed.Failure == nil && !p.releaseLeft {
 		base := p.obj.DeepCopy()
 		controllerutil.RemoveFinalizer(p.obj, v1alpha1.Finalizer)
 		controllerutil.RemoveFinalizer(p.obj, kopfFinalizer)
@@ -341,17 +361,65 @@ func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	r.recordGotk(ctx, p.obj)
-	r.modelLag.wrote(p.key, p.modelRVs...)
+	r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
 	if p.observed.Failure == nil {
 		r.retries.forget(p.key)
 	}
 	switch {
-	case p.plan.Requeue:
+	case p.plan.Requeue, p.releaseLeft:
 		// The status just written records a decision the next pass acts
-		// on; it runs once the cache shows the write.
+		// on, or a release met a newer Deployment; the next pass runs once
+		// the cache shows the writes.
 		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
 	default:
 		return ctrl.Result{RequeueAfter: p.plan.RequeueAfter}, nil
+	}
+}
+
+// unanswered is a pass whose status write got no answer (a reset
+// connection, a timeout, a 5xx): the write may have taken effect. Its
+// events and metrics are recorded by the first later pass that reads that
+// very status, and dropped by one that reads another.
+type unanswered struct {
+	pass *pass
+	// base is the resourceVersion the write was conditional on.
+	base string
+}
+
+// holdUnanswered keeps a pass whose status write may have taken effect
+// without an answer. A 409 or another 4xx answer says it did not.
+func (r *OpenMedModelReconciler) holdUnanswered(p *pass, err error) {
+	if apierrors.IsConflict(err) || classify(err) == rollout.Rejected || apierrors.IsNotFound(err) || apierrors.IsTooManyRequests(err) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.unanswered == nil {
+		r.unanswered = map[types.NamespacedName]unanswered{}
+	}
+	r.unanswered[p.key] = unanswered{pass: p, base: p.obj.ResourceVersion}
+}
+
+func (r *OpenMedModelReconciler) dropUnanswered(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.unanswered, key)
+}
+
+// recordUnanswered settles the unanswered write of key against obj, the
+// resource as this pass read it: a status equal to the one the write sent
+// means it took effect, and its events and metrics are recorded now; any
+// other newer version means it did not. The same version as the write's
+// precondition settles nothing yet.
+func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj *v1alpha1.OpenMedModel) {
+	r.mu.Lock()
+	u, ok := r.unanswered[key]
+	if ok && obj.ResourceVersion != u.base {
+		delete(r.unanswered, key)
+	}
+	r.mu.Unlock()
+	if ok && obj.ResourceVersion != u.base && apiequality.Semantic.DeepEqual(obj.Status, u.pass.plan.Status) {
+		r.record(u.pass)
 	}
 }
 
@@ -388,7 +456,7 @@ func (r *OpenMedModelReconciler) cachedDeployment(ctx context.Context, namespace
 		r.targetLag.forget(key)
 		return nil, false
 	}
-	if r.targetLag.behind(key, dep.ResourceVersion) {
+	if r.targetLag.behind(key, dep.UID, dep.ResourceVersion, dep.Generation) {
 		return nil, true
 	}
 	return dep, false
@@ -521,6 +589,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.modelLag.forget(key)
 	r.mu.Lock()
 	delete(r.rolloutFrom, key)
+	delete(r.unanswered, key)
 	r.mu.Unlock()
 }
 

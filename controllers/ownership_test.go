@@ -8,20 +8,38 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/client-go/kubernetes"
-
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
 // TestTargetClaimRace: two OpenMedModels created at once for one unclaimed
 // Deployment, 20 times. Exactly one owns it every time; the other reports
-// TargetConflict and its pointer is not on the Deployment.
+// TargetConflict and its pointer is not on the Deployment. The loser's
+// conditional claim meets a 409: that is somebody else writing first, not a
+// failure, so no pass reports ApplyFailed, warns or counts an error.
 func TestTargetClaimRace(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	startOperator(t)
+	op := startOperator(t)
+	defer func() {
+		if n := op.metric(t, controllers.MetricReconcileErrors, map[string]string{"reason": v1alpha1.ApplyFailedReason}); n != 0 {
+			t.Errorf("%s{reason=ApplyFailed} = %v after the races, want 0", controllers.MetricReconcileErrors, n)
+		}
+		var events corev1.EventList
+		if err := env.Client.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Reason == v1alpha1.ApplyFailedReason {
+				t.Errorf("%s: ApplyFailed event %q", e.InvolvedObject.Name, e.Message)
+			}
+		}
+	}()
 	for i := 0; i < 20; i++ {
 		dep := fmt.Sprintf("race-%02d", i)
 		createDeployment(t, chartDeployment(ns, dep, 2))

@@ -10,12 +10,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/events"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,17 +50,52 @@ type writeCounter struct {
 	bodies map[string][]string
 	faults []*fault
 	total  atomic.Int64
+	// watchDelay, when not zero, holds each read of a Deployment watch
+	// stream that long, so the cache receives events that far apart.
+	watchDelay atomic.Int64
+}
+
+// slowBody delays every read of a watch stream by the writeCounter's
+// watchDelay.
+type slowBody struct {
+	io.ReadCloser
+	w *writeCounter
+}
+
+func (b slowBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if d := time.Duration(b.w.watchDelay.Load()); d > 0 && n > 0 {
+		time.Sleep(d)
+	}
+	return n, err
 }
 
 // fault answers the writes it matches with status instead of the API
 // server, times times (negative: until cleared), before or after the
-// request took effect.
+// request took effect; with reset it answers nothing (the connection is
+// reset). before, when set, runs first, as another writer racing the
+// request would.
 type fault struct {
 	match  func(method, path, body string) bool
 	status int
 	after  bool
+	reset  bool
+	before func()
 	times  int
 	hits   atomic.Int64
+}
+
+// reasonFor is the Status reason the API server gives with code.
+func reasonFor(code int) metav1.StatusReason {
+	switch code {
+	case http.StatusConflict:
+		return metav1.StatusReasonConflict
+	case http.StatusTooManyRequests:
+		return metav1.StatusReasonTooManyRequests
+	case http.StatusInternalServerError:
+		return metav1.StatusReasonInternalError
+	}
+	return metav1.StatusReasonServiceUnavailable
 }
 
 // inject adds a fault rule and returns a function that clears it.
@@ -98,7 +135,11 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		default:
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/deployments") {
+				resp.Body = slowBody{ReadCloser: resp.Body, w: w}
+			}
+			return resp, err
 		}
 		var body []byte
 		if req.Body != nil {
@@ -115,6 +156,12 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		if f == nil {
 			return rt.RoundTrip(req)
 		}
+		if f.before != nil {
+			f.before()
+			if f.status == 0 && !f.reset {
+				return rt.RoundTrip(req)
+			}
+		}
 		if f.after {
 			resp, err := rt.RoundTrip(req)
 			if err == nil {
@@ -122,7 +169,10 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 				resp.Body.Close()
 			}
 		}
-		msg := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":"ServiceUnavailable","code":%d}`, f.status)
+		if f.reset {
+			return nil, syscall.ECONNRESET
+		}
+		msg := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"injected","reason":%q,"code":%d}`, reasonFor(f.status), f.status)
 		return &http.Response{StatusCode: f.status, Status: http.StatusText(f.status), Request: req,
 			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(msg))}, nil
 	})

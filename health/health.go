@@ -45,7 +45,7 @@ const (
 	MessageRolledBack            = "Desired spec failed; a retained version is serving"
 	MessageManualRollback        = "Held at a retained version by a manual rollback"
 	MessageFailed                = "Desired spec failed; no retained version is serving"
-	MessageDeploymentUnavailable = "Target Deployment lost availability"
+	MessageTargetPaused          = "Waiting for the target Deployment to be resumed"
 	MessageWaitingForTarget      = "Waiting for the target Deployment"
 	MessageRollingOut            = "Rolling out the desired version"
 	MessageRollingBack           = "Restoring a retained version"
@@ -83,11 +83,16 @@ type Result struct {
 //  3. Not observed: no status, status.observedGeneration absent or different
 //     from metadata.generation, or any condition whose observedGeneration is
 //     set and differs from metadata.generation: Progressing.
-//  4. Stalled=True: Degraded (invalid spec, held at a retained version, or
-//     failed with nothing serving).
-//  5. Degraded=True with reason DeploymentUnavailable: Degraded.
+//  4. Stalled=True: Degraded (invalid spec, held at a retained version,
+//     failed with nothing serving, or a Deployment whose own progress
+//     deadline passed).
+//  5. Reconciling=True with reason TargetPaused: Suspended, as Argo CD
+//     shows the paused Deployment itself.
 //  6. Reconciling=True (or the reference operator's Progressing=True):
-//     Progressing.
+//     Progressing. A Deployment that lost pods or scales up while serving
+//     the desired version is here: Argo CD and kstatus call the Deployment
+//     itself Progressing, and the model is never judged worse than its
+//     Deployment unless its own rollout failed.
 //  7. Ready=True: Healthy.
 //  8. Otherwise the phase decides, for statuses without the kstatus pair:
 //     Failed and RolledBack are Degraded, Pending, RollingOut, Ready and
@@ -122,9 +127,8 @@ func Assess(obj *unstructured.Unstructured) Result {
 	switch {
 	case s.isTrue(v1alpha1.StalledCondition):
 		return Result{Code: Degraded, Message: s.message(v1alpha1.StalledCondition, s.failureMessage())}
-	case s.isTrue(v1alpha1.DegradedCondition) &&
-		s.conditions[v1alpha1.DegradedCondition]["reason"] == v1alpha1.DeploymentUnavailableReason:
-		return Result{Code: Degraded, Message: s.message(v1alpha1.ReconcilingCondition, MessageDeploymentUnavailable)}
+	case s.isTrue(v1alpha1.ReconcilingCondition) && s.reason(v1alpha1.ReconcilingCondition) == v1alpha1.TargetPausedReason:
+		return Result{Code: Suspended, Message: s.message(v1alpha1.ReconcilingCondition, MessageTargetPaused)}
 	case s.isTrue(v1alpha1.ReconcilingCondition):
 		return Result{Code: Progressing, Message: s.message(v1alpha1.ReconcilingCondition, s.progressMessage())}
 	case s.isTrue(v1alpha1.ProgressingCondition):

@@ -12,7 +12,7 @@ import (
 // Stalled), "Serving <version>" and the deletion message.
 var allMessages = []string{
 	MessageNotObserved, MessageNotReported, MessageSuspended, MessageSuspendedNotApplied, MessageInvalidSpec,
-	MessageRolledBack, MessageManualRollback, MessageFailed, MessageDeploymentUnavailable, MessageWaitingForTarget,
+	MessageRolledBack, MessageManualRollback, MessageFailed, MessageTargetPaused, MessageWaitingForTarget,
 	MessageRollingOut, MessageRollingBack, MessageReconciling, MessageReady, MessageUnrecognized,
 }
 

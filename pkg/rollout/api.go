@@ -80,7 +80,17 @@ type Failure struct {
 	Step Step
 	// Kind classifies the failure.
 	Kind FailureKind
+	// Detail is, for a Rejected request, what the API server said is wrong,
+	// as field paths and reasons (for example "spec.progressDeadlineSeconds:
+	// Invalid value: 8: must be greater than minReadySeconds"), so the
+	// status says what to fix. The reconciler builds it from the answer's
+	// causes; the core bounds it to MaxFailureDetail bytes. It is empty for
+	// transient failures, whose text says nothing a person can act on.
+	Detail string
 }
+
+// MaxFailureDetail bounds Failure.Detail in the status and the event.
+const MaxFailureDetail = 512
 
 // Plan is the outcome of one pass: the status to write and the changes to
 // make, in order: ConfigMaps first, then the Deployment, then releases and
@@ -164,16 +174,28 @@ func (p *Plan) HasChanges() bool {
 		p.Release != nil || p.ReleasePrevious != nil || len(p.PruneConfigMaps) > 0
 }
 
-// Release describes how to give the target Deployment back at deletion
-// without resetting anything: first apply Keep (the operator's current values
-// of replicas, strategy and progress deadline, and nothing else) with the
-// operator's field manager, then remove the operator's managedFields entry.
-// The env entry and annotations disappear because the operator stops owning
-// them; the fields in Keep stay because another manager (or the cluster
-// default) keeps them at their current values.
+// Release describes how to give a Deployment back without resetting
+// anything: first apply Keep (the operator's current values of replicas,
+// strategy and progress deadline, and nothing else) with the operator's
+// field manager, conditional on ResourceVersion, then remove every
+// managedFields entry of the operator's field manager, conditional on the
+// version the apply answered with. The env entry and annotations disappear
+// because the operator stops owning them; the fields in Keep stay because
+// another manager (or the cluster default) keeps them at their current
+// values.
+//
+// A release is re-entrant: the core plans one whenever the Deployment still
+// shows the operator's pointer or any entry of its field manager, so a
+// release interrupted after its first request is finished by a later pass,
+// and a conflict on either request means the pass decides again on the
+// newer version.
 type Release struct {
-	// DeploymentName is the target Deployment.
+	// DeploymentName is the Deployment to release.
 	DeploymentName string
+	// ResourceVersion is the version Keep was read from: the apply is
+	// conditional on it, so stale values never overwrite newer ones (an
+	// HPA's replicas, a chart's strategy).
+	ResourceVersion string
 	// Keep is the partial Deployment to apply before dropping ownership.
 	Keep *unstructured.Unstructured
 }

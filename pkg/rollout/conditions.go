@@ -56,15 +56,25 @@ const (
 	MsgTargetPaused           = "Target Deployment is paused; the rollout continues when it is resumed."
 	MsgRetryStarted           = "The failed desired spec is being tried again."
 	MsgWaitingForController   = "Waiting for the Deployment controller to observe the target's latest generation."
+	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
+	MsgNotEvaluated           = "Not evaluated for this generation: a step of the pass failed first."
 
-	// Messages of a failed step; the reason names the step. They never copy
-	// the API server's answer.
+	// Messages of a failed step; the reason names the step. A transient
+	// failure's message is fixed; a rejected request's says what the API
+	// server found wrong when it said so (MsgApplyRejectedBy and Failure.Detail).
 	MsgManifestFailed = "Creating the manifest ConfigMap failed; retrying."
 	MsgApplyFailed    = "Applying the model pointer to the target Deployment failed; retrying."
 	MsgApplyRejected  = "The API server rejected the model pointer for the target Deployment (forbidden, invalid or denied by an admission webhook); retrying until the cause is fixed."
 	MsgReleaseFailed  = "Releasing the target Deployment failed; retrying."
 	MsgPruneFailed    = "Deleting superseded manifest ConfigMaps failed; retrying."
 	MsgInternalError  = "The operator failed unexpectedly during this pass; retrying."
+
+	// The start of a rejected request's message when the API server said
+	// what is wrong; its causes follow (see Failure.Detail).
+	MsgApplyRejectedBy    = "The API server rejected the model pointer for the target Deployment"
+	MsgManifestRejectedBy = "The API server rejected the manifest ConfigMap"
+	MsgReleaseRejectedBy  = "The API server rejected the release of the target Deployment"
+	MsgPruneRejectedBy    = "The API server rejected the deletion of a superseded manifest ConfigMap"
 
 	EventMsgTargetNotFound      = "Target Deployment was not found; reconciliation will retry."
 	EventMsgContainerNotFound   = "Target Deployment does not contain the configured container."
@@ -215,6 +225,12 @@ var (
 	waitingTuple = tuple{
 		ready:       f(v1alpha1.RolloutInProgressReason, MsgWaitingForController),
 		progressing: t(v1alpha1.DeploymentProgressingReason, MsgWaitingForController),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	scalingTuple = tuple{
+		ready:       f(v1alpha1.ScalingReason, MsgScaling),
+		progressing: t(v1alpha1.ScalingReason, MsgScaling),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	}

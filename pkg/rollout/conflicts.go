@@ -96,6 +96,11 @@ func (d *decider) overlayConflicts() {
 	active := d.conflicts()
 	if len(active) == 0 {
 		meta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.OwnershipConflictCondition)
+		if conditionIs(d.st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.OwnershipConflictReason) {
+			// A pass that kept the status as it was kept the overlay of a
+			// conflict that has ended: the verdict under it was Ready.
+			d.conditions(readyTuple, settled)
+		}
 		return
 	}
 	msg := ConflictMessage(active[0].Field, active[0].Manager)

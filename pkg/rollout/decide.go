@@ -100,6 +100,10 @@ type decider struct {
 	history []v1alpha1.HistoryEntry
 	limit   int
 
+	// releasing is the previous target whose release this pass plans; the
+	// status names it until a later pass finds nothing left to release.
+	releasing string
+
 	plan Plan
 }
 
@@ -138,6 +142,9 @@ func (d *decider) requeueWithin(after time.Duration) {
 // hash, B16). Then the Reconciling or Stalled message is written with the
 // pass's coordinates (summarize).
 func (d *decider) finish() {
+	if d.releasing != "" {
+		d.st.TargetName = d.releasing
+	}
 	if d.st.ObservedGeneration == d.gen && d.gen > 0 {
 		for i := range d.st.Conditions {
 			if ownedCondition(d.st.Conditions[i].Type) {
@@ -173,10 +180,13 @@ func (d *decider) reconcile() {
 	setHistory(d.st, d.history)
 	d.expireCorrections()
 
-	retry := d.reset()
+	// A reset is handled only by a pass that can act on it: a blocked pass
+	// (a missing target, say) leaves it for the first one that is not, so
+	// the retry is never used up before it can start.
 	if !d.resolveTarget() {
 		return
 	}
+	retry := d.reset()
 	if v := strings.TrimSpace(d.obj.Annotations[v1alpha1.RollbackToAnnotation]); v != "" {
 		d.manualRollback(v)
 		d.overlayConflicts()
@@ -231,10 +241,15 @@ func (d *decider) resolveTarget() bool {
 		return false
 	}
 	if prev := d.obs.PreviousTarget; prev != nil && prev.Name != dep.Name {
-		if d.ours(prev) {
+		if d.releaseLeft(prev) {
+			// The status keeps naming the previous target until a pass
+			// sees it released: an interrupted release is found again from
+			// there, even after a restart (finish).
 			d.plan.ReleasePrevious = d.release(prev)
+			d.releasing = prev.Name
+		} else {
+			d.st.TargetName = dep.Name
 		}
-		d.st.TargetName = dep.Name
 	}
 	return true
 }
@@ -355,7 +370,7 @@ func (d *decider) rollout(retry bool) {
 		d.serving(dep)
 	case d.failedNow(dep):
 		d.rolloutFailed()
-	case proven && DeploymentFailed(dep):
+	case proven && progressDeadlineExceeded(dep):
 		d.unavailable(stalled)
 	case RolloutComplete(dep):
 		d.ready(!proven)
@@ -409,11 +424,27 @@ func (d *decider) applyDesired(p pointer, proven, retry bool) {
 			return
 		}
 		d.recordDrift(drift)
-		if proven && d.old.Phase == v1alpha1.PhaseReady {
+		switch {
+		case proven && d.old.Phase == v1alpha1.PhaseReady && changed && p.specChanged(dep):
+			// The model's own replicas, strategy or deadline change the
+			// Deployment's generation: what it reports now describes the
+			// spec before this apply, so the new generation of the model is
+			// not judged until the Deployment controller has observed it
+			// (its status update wakes the resource). A correction of
+			// another manager's change keeps the verdict the unchanged
+			// model already has (awaitController).
+			d.st.Phase = v1alpha1.PhaseReady
+			d.conditions(waitingTuple, reconciling)
+			d.inFlight()
+		case proven && d.old.Phase == v1alpha1.PhaseReady && ControllerObserved(dep):
+			// Only the owner annotation: the Deployment's status still
+			// describes its current spec.
 			d.serving(dep)
-			return
+		case proven && d.old.Phase == v1alpha1.PhaseReady:
+			d.awaitController(false)
+		default:
+			d.rolling()
 		}
-		d.rolling()
 		return
 	}
 	switch {
@@ -484,9 +515,11 @@ func (d *decider) awaitController(ours bool) {
 		d.rolling()
 		return
 	}
-	if conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
+	if conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") ||
+		conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.OwnershipConflictReason) {
 		// A settled resource keeps its status while an HPA or another
-		// manager changes the Deployment.
+		// manager changes the Deployment (an ownership conflict is only
+		// shown over a Ready one; overlayConflicts).
 		return
 	}
 	d.st.Phase = v1alpha1.PhaseReady
@@ -499,7 +532,7 @@ func (d *decider) awaitController(ours bool) {
 // when the progress in the Reconciling message moved (summarize).
 func (d *decider) rolling() {
 	d.inFlight()
-	if d.old.Phase == v1alpha1.PhaseRollingOut && conditionIs(d.old, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, "") {
+	if d.old.Phase == v1alpha1.PhaseRollingOut && rolloutReported(d.old) {
 		return
 	}
 	d.st.Phase = v1alpha1.PhaseRollingOut
@@ -507,20 +540,35 @@ func (d *decider) rolling() {
 	d.conditions(rollingTuple, reconciling)
 }
 
-// serving judges a target that serves the desired version already: another
-// manager's rollout (an image upgrade) is not the model's, and a failure is
-// reported, never rolled back.
+// rolloutReported reports whether st already says the model's rollout is
+// under way (a start or its progress), and not a failed step of an earlier
+// pass, whose text must not outlive the pass that recovered.
+func rolloutReported(st *v1alpha1.OpenMedModelStatus) bool {
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReconcilingCondition)
+	return c != nil && c.Status == metav1.ConditionTrue &&
+		(c.Reason == v1alpha1.RolloutStartedReason || c.Reason == v1alpha1.RolloutInProgressReason)
+}
+
+// serving judges a target that serves the desired version already, the way
+// Kubernetes and Argo CD judge the Deployment itself, never worse: another
+// manager's rollout (an image upgrade) is not the model's, a capacity change
+// (a scale-up, an HPA, minReadySeconds, a pod replaced) is progress, and
+// only a failure the Deployment controller reports (its progress deadline)
+// is a failure. Nothing here is rolled back.
 func (d *decider) serving(dep *appsv1.Deployment) {
+	d.st.Phase = v1alpha1.PhaseReady
 	switch {
-	case DeploymentFailed(dep):
+	case progressDeadlineExceeded(dep):
 		d.unavailable(stalled)
-	case !deploymentAvailable(dep):
-		d.unavailable(reconciling)
-	case oldPodsRemain(dep):
-		d.st.Phase = v1alpha1.PhaseReady
+	case oldTemplatePods(dep):
 		d.conditions(deploymentRollingTuple, reconciling)
-	default:
+	case RolloutComplete(dep):
 		d.ready(false)
+	case dep.Status.AvailableReplicas == 0 || replicaFailure(dep):
+		d.unavailable(reconciling)
+	default:
+		d.conditions(scalingTuple, reconciling)
+		d.inFlight()
 	}
 }
 
@@ -759,7 +807,10 @@ func (d *decider) suspend() {
 // Deployment the resource claimed, and every ConfigMap it owns. It needs no
 // valid spec and no target (B6), and then lets the finalizer go. A Deployment
 // that names another owner is left alone with a warning; one the resource
-// never claimed is not mentioned at all (B18).
+// never claimed is not mentioned at all (B18). What is left to release is
+// read from the Deployments themselves (releaseLeft), so a release that
+// stopped after its first request is finished here, and the finalizer goes
+// only with a pass that found or finished all of it.
 func (d *decider) finalize() {
 	released, skipped := false, false
 	consider := func(dep *appsv1.Deployment) *Release {
@@ -769,8 +820,10 @@ func (d *decider) finalize() {
 		case foreign(dep, d.owner):
 			skipped = true
 			return nil
-		case d.ours(dep):
-			released = true
+		case d.releaseLeft(dep):
+			// The pointer is removed by this release: announce it once, not
+			// again for a pass that only finishes the managedFields step.
+			released = released || d.ours(dep)
 			return d.release(dep)
 		}
 		return nil
@@ -792,6 +845,23 @@ func (d *decider) finalize() {
 		d.event(corev1.EventTypeWarning, v1alpha1.ModelRemovalSkippedReason, EventMsgRemovalSkipped)
 	}
 	d.plan.RemoveFinalizer = true
+}
+
+// releaseLeft reports whether dep still needs a release by this resource:
+// it carries this resource's pointer or owner annotation (ours), or it is
+// the Deployment the status says the resource last wrote and, with no other
+// owner named, any managedFields entry of the operator's field manager is
+// still on it: the trace of a release interrupted halfway, work left
+// whatever the annotations say. (A release keeps the owner annotation until
+// its last request, so the annotation alone normally tells; the entry
+// covers a Deployment whose annotations someone removed.) Another
+// resource's entry on a Deployment this one never wrote is not its to
+// remove.
+func (d *decider) releaseLeft(dep *appsv1.Deployment) bool {
+	if foreign(dep, d.owner) {
+		return false
+	}
+	return d.ours(dep) || (d.old.TargetName == dep.Name && carriesEntry(dep, d.opts.FieldManager))
 }
 
 // ours reports whether dep carries this resource's pointer: an owner

@@ -310,6 +310,36 @@ func TestDecideTable(t *testing.T) {
 		want: expect{message: "Deployment openmed-service reports a failed rollout the model did not start (2/2 pods available); serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.FailedStatus,
 			conds: []string{degT + "DeploymentUnavailable", progF + "DeploymentUnavailable", rdyF + "DeploymentUnavailable", stlT + "DeploymentUnavailable", notReq}},
 	}, {
+		name: "Ready Deployment scales up (Scaling)", row: "a capacity change (scale-up, HPA, minReadySeconds)",
+		setup: func(c *cluster) {
+			c.readyAt(v1)
+			c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Replicas = nil })
+			c.pass()
+			c.scaleAs("kube-controller-manager", 4)
+			c.markScaling(2)
+		},
+		want: expect{message: "Deployment openmed-service is bringing up pods (2/4 pods available); serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
+			conds: []string{hlthy, progT + "Scaling", rdyF + "Scaling", recT + "Scaling", notReq}, requeue: true},
+	}, {
+		name: "Ready Deployment cannot create the pods of a scale-up (ReplicaFailure)", row: "a capacity change (scale-up, HPA, minReadySeconds)",
+		setup: func(c *cluster) {
+			c.readyAt(v1)
+			c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Replicas = nil })
+			c.pass()
+			c.scaleAs("kube-controller-manager", 4)
+			c.markReplicaFailure(2)
+		},
+		want: expect{message: "Deployment openmed-service cannot create pods (ReplicaFailure; 2/4 pods available); serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
+			conds: []string{degT + "DeploymentUnavailable", progF + "DeploymentUnavailable", rdyF + "DeploymentUnavailable", recT + "DeploymentUnavailable", notReq}},
+	}, {
+		name: "the model's own replicas change waits for the Deployment controller", row: "a capacity change (scale-up, HPA, minReadySeconds)",
+		setup: func(c *cluster) {
+			c.readyAt(v1)
+			c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Replicas = ptr.To[int32](4) })
+		},
+		want: expect{message: "Waiting for the Deployment controller to observe Deployment openmed-service; serving " + v1, phase: v1alpha1.PhaseReady, kstatus: status.InProgressStatus,
+			conds: []string{hlthy, progT + "DeploymentProgressing", rdyF + "RolloutInProgress", recT + "RolloutInProgress", notReq}, apply: true, requeue: true},
+	}, {
 		name: "suspended while Ready", row: "suspended",
 		setup: func(c *cluster) {
 			c.readyAt(v1)

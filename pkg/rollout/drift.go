@@ -90,6 +90,18 @@ func (p pointer) templateChanged(live *appsv1.Deployment) bool {
 	return false
 }
 
+// specChanged reports whether applying the pointer changes a field of the
+// Deployment's spec outside the pod template (replicas, strategy, progress
+// deadline): the Deployment's generation moves on without the pods rolling.
+func (p pointer) specChanged(live *appsv1.Deployment) bool {
+	for _, f := range ownedFields(p) {
+		if f.keep && !f.holds(p, live) {
+			return true
+		}
+	}
+	return false
+}
+
 // foreignValues lists the values other field managers set that would make
 // the operator's apply invalid, and that the apply therefore replaces: a
 // literal value on the preload env entry (next to valueFrom), and a

@@ -12,6 +12,9 @@ import (
 type failureReport struct {
 	reason, message string
 	ks              kstatus
+	// rejected starts the message of a rejected request whose answer said
+	// what is wrong: the detail follows it.
+	rejected string
 }
 
 // reportFor maps a failed step to its reason, fixed message and kstatus
@@ -24,19 +27,19 @@ func reportFor(f Failure) failureReport {
 	}
 	switch {
 	case f.Kind == NameTaken:
-		return failureReport{v1alpha1.ManifestConflictReason, MsgManifestConflict, reconciling}
+		return failureReport{v1alpha1.ManifestConflictReason, MsgManifestConflict, reconciling, ""}
 	case f.Step == StepManifest:
-		return failureReport{v1alpha1.ManifestFailedReason, MsgManifestFailed, ks}
+		return failureReport{v1alpha1.ManifestFailedReason, MsgManifestFailed, ks, MsgManifestRejectedBy}
 	case f.Step == StepApply && f.Kind == Rejected:
-		return failureReport{v1alpha1.ApplyRejectedReason, MsgApplyRejected, ks}
+		return failureReport{v1alpha1.ApplyRejectedReason, MsgApplyRejected, ks, MsgApplyRejectedBy}
 	case f.Step == StepApply:
-		return failureReport{v1alpha1.ApplyFailedReason, MsgApplyFailed, ks}
+		return failureReport{v1alpha1.ApplyFailedReason, MsgApplyFailed, ks, ""}
 	case f.Step == StepRelease:
-		return failureReport{v1alpha1.ReleaseFailedReason, MsgReleaseFailed, ks}
+		return failureReport{v1alpha1.ReleaseFailedReason, MsgReleaseFailed, ks, MsgReleaseRejectedBy}
 	case f.Step == StepPrune:
-		return failureReport{v1alpha1.PruneFailedReason, MsgPruneFailed, ks}
+		return failureReport{v1alpha1.PruneFailedReason, MsgPruneFailed, ks, MsgPruneRejectedBy}
 	default:
-		return failureReport{v1alpha1.InternalErrorReason, MsgInternalError, reconciling}
+		return failureReport{v1alpha1.InternalErrorReason, MsgInternalError, reconciling, ""}
 	}
 }
 
@@ -48,9 +51,14 @@ func reportFor(f Failure) failureReport {
 // One event is recorded per new failure.
 func (d *decider) failed(fail Failure) {
 	r := reportFor(fail)
+	if fail.Kind == Rejected && fail.Detail != "" && r.rejected != "" {
+		// The API server said what is wrong: the message says what to fix.
+		r.message = r.rejected + ": " + Shorten(fail.Detail, MaxFailureDetail)
+	}
 	if d.st.Phase == "" {
 		d.st.Phase = v1alpha1.PhasePending
 	}
+	newGeneration := d.st.ObservedGeneration != d.gen
 	if r.ks == stalled || fail.Kind == NameTaken {
 		d.st.ObservedGeneration = d.gen
 	}
@@ -68,6 +76,17 @@ func (d *decider) failed(fail Failure) {
 	} else {
 		meta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.StalledCondition)
 		set(v1alpha1.ReconcilingCondition, t(r.reason, r.message))
+	}
+	if newGeneration && d.st.ObservedGeneration == d.gen {
+		// The status now describes this generation, but the pass never got
+		// to judge the rollout or a rollback for it: those conditions say
+		// so instead of carrying an older generation's verdict forward
+		// under the new one.
+		for _, typ := range []string{v1alpha1.ProgressingCondition, v1alpha1.RolledBackCondition} {
+			if meta.FindStatusCondition(d.st.Conditions, typ) != nil {
+				set(typ, cond{metav1.ConditionUnknown, r.reason, MsgNotEvaluated})
+			}
+		}
 	}
 	d.eventOnChange(corev1.EventTypeWarning, r.reason, r.message, r.reason)
 }

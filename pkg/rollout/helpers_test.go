@@ -355,7 +355,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 		precondition = obs.Deployment.ResourceVersion
 	}
 	if plan.ReleaseReplicas {
-		if _, err := target.DropField(ctx, cl, cl, obs.Deployment.Namespace, obs.Deployment.Name, DefaultFieldManager, fieldpath.MakePathOrDie("spec", "replicas")); err != nil {
+		if _, _, err := target.DropField(ctx, cl, cl, obs.Deployment.Namespace, obs.Deployment.Name, DefaultFieldManager, fieldpath.MakePathOrDie("spec", "replicas")); err != nil {
 			return err
 		}
 		precondition = ""
@@ -371,7 +371,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 	}
 	for _, rel := range []*Release{plan.ReleasePrevious, plan.Release} {
 		if rel != nil {
-			if err := target.Release(ctx, cl, rel.Keep, DefaultFieldManager); err != nil {
+			if _, err := target.Release(ctx, cl, rel.Keep, DefaultFieldManager, rel.ResourceVersion, v1alpha1.ModelResourceAnnotation); err != nil {
 				return err
 			}
 		}
@@ -598,6 +598,40 @@ func (c *cluster) markRolling() {
 			Conditions: []appsv1.DeploymentCondition{
 				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
 				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+			},
+		}
+	})
+}
+
+// markScaling is a Deployment bringing up pods of its current template (a
+// scale-up, minReadySeconds): every pod is updated, only available of them
+// are available, and with maxUnavailable 0 the controller calls the
+// Deployment unavailable.
+func (c *cluster) markScaling(available int32) {
+	c.setDeploymentStatus(func(d *appsv1.Deployment) {
+		n := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n,
+			AvailableReplicas: available, UnavailableReplicas: n - available,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+			},
+		}
+	})
+}
+
+// markReplicaFailure is a Deployment whose ReplicaSet cannot create the
+// pods of a scale-up (a quota): available of them serve.
+func (c *cluster) markReplicaFailure(available int32) {
+	c.setDeploymentStatus(func(d *appsv1.Deployment) {
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: available, UpdatedReplicas: available, ReadyReplicas: available,
+			AvailableReplicas: available, UnavailableReplicas: ptr.Deref(d.Spec.Replicas, 1) - available,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionFalse, Reason: "MinimumReplicasUnavailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "ReplicaSetUpdated"},
+				{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue, Reason: "FailedCreate"},
 			},
 		}
 	})

@@ -41,14 +41,22 @@ func failureCondition(d *appsv1.Deployment) *appsv1.DeploymentCondition {
 		return nil
 	}
 	for i, c := range d.Status.Conditions {
-		switch {
-		case c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded":
-			return &d.Status.Conditions[i]
-		case c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue:
+		if isFailure(c) {
 			return &d.Status.Conditions[i]
 		}
 	}
 	return nil
+}
+
+// isFailure reports a condition that says the rollout failed.
+func isFailure(c appsv1.DeploymentCondition) bool {
+	switch c.Type {
+	case appsv1.DeploymentProgressing:
+		return c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded"
+	case appsv1.DeploymentReplicaFailure:
+		return c.Status == corev1.ConditionTrue
+	}
+	return false
 }
 
 // failedSince reports a failure the Deployment controller wrote at or after
@@ -58,22 +66,42 @@ func failedSince(d *appsv1.Deployment, t metav1.Time) bool {
 	return c != nil && !c.LastUpdateTime.Before(&t)
 }
 
-// deploymentAvailable reports whether the Deployment serves with at least
-// its minimum availability (its Available condition, or, when the
-// controller has written none, every desired replica available).
-func deploymentAvailable(d *appsv1.Deployment) bool {
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return d.Status.AvailableReplicas >= specReplicas(d)
+// progressDeadlineExceeded reports the one failure the Deployment
+// controller reports on its own: the current generation made no progress
+// within progressDeadlineSeconds (Progressing=False,
+// ProgressDeadlineExceeded). gitops-engine (Argo CD) and kstatus call only
+// this a failed Deployment.
+func progressDeadlineExceeded(d *appsv1.Deployment) bool {
+	return failureOf(d, appsv1.DeploymentProgressing)
 }
 
-// oldPodsRemain reports pods of an older pod template: a rollout of the
-// template is under way.
-func oldPodsRemain(d *appsv1.Deployment) bool {
-	return d.Status.Replicas > d.Status.UpdatedReplicas || d.Status.UpdatedReplicas < specReplicas(d)
+// replicaFailure reports a ReplicaSet that cannot create pods (a quota, an
+// admission webhook) for the current generation. Argo CD and kstatus read
+// it as progress; for the model's own rollout it is a failed rollout
+// (DeploymentFailed).
+func replicaFailure(d *appsv1.Deployment) bool {
+	return failureOf(d, appsv1.DeploymentReplicaFailure)
+}
+
+// failureOf reports a failure condition of type t for the current
+// generation.
+func failureOf(d *appsv1.Deployment, t appsv1.DeploymentConditionType) bool {
+	if !ControllerObserved(d) {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == t && isFailure(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// oldTemplatePods reports pods of an older pod template: a rollout of the
+// template is under way. Pods missing from the current template alone (a
+// scale-up) are not one.
+func oldTemplatePods(d *appsv1.Deployment) bool {
+	return d.Status.Replicas > d.Status.UpdatedReplicas
 }
 
 // specReplicas is the Deployment's desired replica count (1 when unset, the

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
 // ownedByOperator is the union of the operator's Apply entries on dep.
@@ -29,21 +31,38 @@ func ownedByOperator(dep *appsv1.Deployment, fieldManager string) *fieldpath.Set
 // strategy, progress deadline) that the operator's apply entry owns: once
 // the operator drops its managedFields entry they stay as they are, where an
 // empty apply would let the API server reset them to defaults
-// (ssa-facts.md). The env entry and the annotations are left out, so the
-// apply removes them.
+// (ssa-facts.md). The env entry and the pod template's annotations are left
+// out, so the apply removes them (the pods roll once). The Deployment's
+// owner annotation stays in Keep: it is the record of the claim until the
+// release's last request removes it together with the managedFields entry,
+// so a release interrupted after its first request is still this
+// resource's to finish.
 func (d *decider) release(dep *appsv1.Deployment) *Release {
 	owned := ownedByOperator(dep, d.opts.FieldManager)
 	keep := map[string]any{
 		"apiVersion": "apps/v1",
 		"kind":       "Deployment",
-		"metadata":   map[string]any{"name": dep.Name, "namespace": dep.Namespace},
+		"metadata": map[string]any{"name": dep.Name, "namespace": dep.Namespace,
+			"annotations": map[string]any{v1alpha1.ModelResourceAnnotation: d.owner}},
 	}
 	for _, f := range ownedFields(pointer{}) {
 		if f.keep && f.present(pointer{}, dep) && touches(owned, f.path) {
 			setPath(keep, f.path, f.live(dep))
 		}
 	}
-	return &Release{DeploymentName: dep.Name, Keep: &unstructured.Unstructured{Object: keep}}
+	return &Release{DeploymentName: dep.Name, ResourceVersion: dep.ResourceVersion, Keep: &unstructured.Unstructured{Object: keep}}
+}
+
+// carriesEntry reports whether dep has a managedFields entry of the
+// operator's field manager, of any operation and subresource: as long as one
+// is there, a release of dep is not finished.
+func carriesEntry(dep *appsv1.Deployment, fieldManager string) bool {
+	for _, e := range dep.ManagedFields {
+		if e.Manager == fieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 // releasesReplicas reports whether the operator owns spec.replicas on dep

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,22 +84,49 @@ func (d *decider) summary(typ, reason string) string {
 	case v1alpha1.TargetPausedReason:
 		return fmt.Sprintf("Deployment %s is paused; %s rolls out when it is resumed", target, desired)
 	case v1alpha1.DeploymentUnavailableReason:
-		if typ == v1alpha1.StalledCondition {
+		switch {
+		case typ == v1alpha1.StalledCondition:
 			return fmt.Sprintf("Deployment %s reports a failed rollout the model did not start (%s); serving %s", target, d.availability(), active)
+		case d.obs.Deployment != nil && replicaFailure(d.obs.Deployment):
+			return fmt.Sprintf("Deployment %s cannot create pods (ReplicaFailure; %s); serving %s", target, d.availability(), active)
 		}
 		return fmt.Sprintf("Deployment %s lost availability (%s); serving %s", target, d.availability(), active)
+	case v1alpha1.ScalingReason:
+		return fmt.Sprintf("Deployment %s is bringing up pods (%s); serving %s", target, d.availability(), active)
 	case v1alpha1.ManifestConflictReason:
 		return fmt.Sprintf("The manifest ConfigMap name for %s is taken by an object this model does not own", desired)
 	case v1alpha1.ManifestFailedReason:
-		return fmt.Sprintf("Creating the manifest ConfigMap for %s failed; retrying", desired)
+		return fmt.Sprintf("Creating the manifest ConfigMap for %s failed%s; retrying", desired, d.failureDetail())
 	case v1alpha1.ApplyFailedReason:
 		return fmt.Sprintf("Applying the model pointer to Deployment %s failed; retrying", target)
 	case v1alpha1.ApplyRejectedReason:
-		return fmt.Sprintf("The API server rejected the model pointer for Deployment %s (forbidden, invalid or denied by an admission webhook); retrying until the cause is fixed", target)
+		return fmt.Sprintf("The API server rejected the model pointer for Deployment %s%s; retrying until the cause is fixed", target, d.failureDetail())
 	case v1alpha1.ReleaseFailedReason:
-		return fmt.Sprintf("Releasing Deployment %s failed; retrying", d.releasedTarget())
+		return fmt.Sprintf("Releasing Deployment %s failed%s; retrying", d.releasedTarget(), d.failureDetail())
 	}
 	return ""
+}
+
+// failureDetail is ": " and what the API server said about a rejected
+// request of this pass, or "".
+func (d *decider) failureDetail() string {
+	if f := d.obs.Failure; f != nil && f.Detail != "" {
+		return ": " + Shorten(f.Detail, MaxFailureDetail)
+	}
+	return ""
+}
+
+// Shorten cuts s to at most n bytes on a rune boundary, ending in "…"
+// when it cut.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := max(n-len("…"), 0)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // manualHold reports a hold by the rollback-to annotation (not a failure of

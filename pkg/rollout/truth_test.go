@@ -1,12 +1,15 @@
 package rollout
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -246,3 +249,118 @@ func TestManifestNameTakenIsReported(t *testing.T) {
 }
 
 func containsString(list []string, s string) bool { return contains(list, s) }
+
+// TestReviewFindings has one case per finding of the line-by-line review
+// of the pass (issue "Scaling is not failing", item 4), each failing before
+// its fix. The ones whose cause is the API server (cache lag, lost answers,
+// 409s) are in controllers/review_test.go.
+func TestReviewFindings(t *testing.T) {
+	t.Run("a replicas-only change is not Ready before the Deployment controller observed it", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Replicas = ptr.To[int32](4) })
+		p := c.pass()
+		if p.ApplyDeployment == nil || c.dep().Status.ObservedGeneration >= c.dep().Generation {
+			t.Fatalf("setup: apply %v, Deployment observed %d of %d", p.ApplyDeployment != nil, c.dep().Status.ObservedGeneration, c.dep().Generation)
+		}
+		if conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
+			t.Fatalf("Ready=True for generation %d in the pass that applied it: %v", c.obj.Generation, condSummary(p.Status))
+		}
+		if p.Status.Phase != v1alpha1.PhaseReady || p.Status.ActiveVersion != v1 {
+			t.Errorf("a capacity change is not a rollout: %s active %s", p.Status.Phase, p.Status.ActiveVersion)
+		}
+		// The controller observes the new generation and brings the pods up.
+		c.markScaling(2)
+		if p := c.pass(); !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.ScalingReason) {
+			t.Fatalf("scaling: %v", condSummary(p.Status))
+		}
+		c.markReady()
+		if p := c.pass(); !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") || containsString(eventReasons(p.Events), v1alpha1.RolloutSucceededReason) {
+			t.Fatalf("scaled: %v events %v", condSummary(p.Status), eventReasons(p.Events))
+		}
+	})
+
+	t.Run("a transient failure does not outlive the pass that recovered", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		c.pass()
+		// Mid-rollout, `kubectl set env` takes the pointer away; the
+		// correcting apply takes effect, but its answer is lost: the pass
+		// reports ApplyFailed.
+		c.patchDeployment("kubectl-set", types.StrategicMergePatchType,
+			`{"spec":{"template":{"spec":{"containers":[{"name":"openmed-service","env":[{"name":"`+v1alpha1.PreloadEnvVar+`","value":"x","valueFrom":null}]}]}}}}`)
+		c.refresh()
+		obs := c.observed()
+		plan := decide(t, c.obj, obs)
+		if err := c.execute(obs, plan); err != nil {
+			t.Fatal(err)
+		}
+		obs.Failure = &Failure{Step: StepApply, Kind: Transient}
+		c.writeStatus(decide(t, c.obj, obs).Status)
+		// The next pass finds the pointer in place and the rollout going.
+		c.markRolling()
+		p := c.pass()
+		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition} {
+			if cond := apimeta.FindStatusCondition(p.Status.Conditions, typ); cond == nil || cond.Reason == v1alpha1.ApplyFailedReason {
+				t.Errorf("%s after recovery: %+v", typ, cond)
+			}
+		}
+		if !strings.HasPrefix(kstatusMessage(p.Status), "Rolling out "+v2) {
+			t.Errorf("message after recovery: %q", kstatusMessage(p.Status))
+		}
+	})
+
+	t.Run("a blocked pass does not use up resetAt", func(t *testing.T) {
+		c := newCluster(t)
+		c.pass()
+		c.markFailed()
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseFailed {
+			t.Fatalf("setup: %s", p.Status.Phase)
+		}
+		// The container is renamed (a chart change), so the pass is
+		// blocked, and a retry is asked for meanwhile.
+		c.editDeployment("helm", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "renamed" })
+		c.now = clock.Add(time.Minute)
+		c.annotate(v1alpha1.ResetRequestAnnotation, "retry-1")
+		if p := c.pass(); p.Status.LastHandledResetAt != "" || p.Status.FailedSpecHash == "" {
+			t.Fatalf("the blocked pass (%v) used up the retry: lastHandledResetAt %q failedSpecHash %q",
+				condSummary(p.Status), p.Status.LastHandledResetAt, p.Status.FailedSpecHash)
+		}
+		c.editDeployment("helm", func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "openmed-service" })
+		c.markFailed() // the controller reports the failed template again
+		c.now = clock.Add(2 * time.Minute)
+		p := c.pass()
+		if p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.LastHandledResetAt != "retry-1" || containsString(eventReasons(p.Events), v1alpha1.RolloutFailedReason) {
+			t.Fatalf("the unblocked pass: %s %v events %v", p.Status.Phase, condSummary(p.Status), eventReasons(p.Events))
+		}
+	})
+
+	t.Run("a stalled failure does not stamp older verdicts with the new generation", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.failRollout(v2)
+		c.markReady()
+		if p := c.pass(); !conditionIs(&p.Status, v1alpha1.RolledBackCondition, metav1.ConditionTrue, "") {
+			t.Fatalf("setup: %v", condSummary(p.Status))
+		}
+		c.setVersion(v3)
+		obs := c.observed()
+		obs.Failure = &Failure{Step: StepApply, Kind: Rejected, Detail: "spec.progressDeadlineSeconds: Invalid value: 8: must be greater than minReadySeconds"}
+		p := decide(t, c.obj, obs)
+		if p.Status.ObservedGeneration != c.obj.Generation {
+			t.Fatalf("a rejected apply marks the generation observed: og %d", p.Status.ObservedGeneration)
+		}
+		for _, typ := range []string{v1alpha1.RolledBackCondition, v1alpha1.ProgressingCondition} {
+			if cond := apimeta.FindStatusCondition(p.Status.Conditions, typ); cond == nil || cond.Status != metav1.ConditionUnknown {
+				t.Errorf("%s for generation %d, which the pass never judged: %+v", typ, c.obj.Generation, cond)
+			}
+		}
+		ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ReadyCondition)
+		for _, m := range []string{ready.Message, kstatusMessage(p.Status), p.Events[0].Message} {
+			if !strings.Contains(m, "spec.progressDeadlineSeconds: Invalid value: 8: must be greater than minReadySeconds") {
+				t.Errorf("the message does not say what to fix: %q", m)
+			}
+		}
+	})
+}

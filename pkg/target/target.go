@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -44,62 +45,101 @@ func Apply(ctx context.Context, c client.Client, intent *unstructured.Unstructur
 	return obj, nil
 }
 
+// Written is what the API server answered a write of a Deployment with:
+// the version and generation it stored. A caller that recorded the answers
+// knows which versions its cache may still show from before the write.
+type Written struct {
+	ResourceVersion string
+	Generation      int64
+}
+
+func written(obj metav1.Object) Written {
+	return Written{ResourceVersion: obj.GetResourceVersion(), Generation: obj.GetGeneration()}
+}
+
 // Release gives a Deployment back without resetting anything
 // (ssa-facts.md): apply keep (the fields to leave at their live values, and
-// nothing else), then remove fieldManager's Apply entry from managedFields,
-// guarded by the resourceVersion the apply answered with. A Deployment that
-// is gone needs no release.
-func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructured, fieldManager string) error {
-	applied, err := Apply(ctx, c, keep, fieldManager, "")
+// nothing else), conditional on precondition (the version keep was read
+// from) when it is not empty, then, in one request conditional on the
+// version the apply answered with, remove every managedFields entry of
+// fieldManager and the annotation ownerAnnotation (which keep carries, so
+// the Deployment names its owner until nothing of the operator is left).
+// It returns the answers of the requests that were answered, in order. A
+// Deployment that is gone needs no release.
+//
+// Either request meets a 409 Conflict when the Deployment changed since the
+// version it is conditional on (the Deployment controller writes its status
+// right after the template change the apply makes): the caller decides
+// again on the newer version, and finds the rest of the release from what
+// the Deployment then shows.
+func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructured, fieldManager, precondition, ownerAnnotation string) ([]Written, error) {
+	applied, err := Apply(ctx, c, keep, fieldManager, precondition)
 	if apierrors.IsNotFound(err) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var kept []metav1.ManagedFieldsEntry
-	for _, e := range applied.GetManagedFields() {
-		if e.Manager != fieldManager || e.Operation != metav1.ManagedFieldsOperationApply || e.Subresource != "" {
-			kept = append(kept, e)
-		}
-	}
-	if len(kept) == len(applied.GetManagedFields()) {
-		return nil
+	answers := []Written{written(applied)}
+	kept := WithoutManager(applied.GetManagedFields(), fieldManager)
+	_, annotated := applied.GetAnnotations()[ownerAnnotation]
+	if len(kept) == len(applied.GetManagedFields()) && !annotated {
+		return answers, nil
 	}
 	if len(kept) == 0 {
 		// An empty list would leave managedFields unchanged; one empty
 		// entry clears them.
 		kept = []metav1.ManagedFieldsEntry{{}}
 	}
-	if _, err := replaceManagedFields(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), kept); err != nil {
-		return client.IgnoreNotFound(fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", fieldManager, applied.GetNamespace(), applied.GetName(), err))
+	var drop []string
+	if annotated {
+		drop = append(drop, ownerAnnotation)
 	}
-	return nil
+	live, err := replaceManagedFields(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), kept, fieldManager, drop...)
+	if err != nil {
+		return answers, client.IgnoreNotFound(fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", fieldManager, applied.GetNamespace(), applied.GetName(), err))
+	}
+	return append(answers, written(live)), nil
+}
+
+// WithoutManager returns entries without any entry of fieldManager, of any
+// operation or subresource.
+func WithoutManager(entries []metav1.ManagedFieldsEntry, fieldManager string) []metav1.ManagedFieldsEntry {
+	var kept []metav1.ManagedFieldsEntry
+	for _, e := range entries {
+		if e.Manager != fieldManager {
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
 // DropField removes path from fieldManager's Apply entry on the Deployment
 // namespace/name, leaving the field's value in place with no owner: the next
 // apply without the field does not reset it. The managedFields are read from
 // reader (the API server, not a cache that may hold them pruned) and the
-// write is guarded by the resourceVersion read. It returns the new
-// resourceVersion, or "" when the entry does not own the field.
-func DropField(ctx context.Context, c client.Client, reader client.Reader, namespace, name, fieldManager string, path fieldpath.Path) (string, error) {
+// write is guarded by the resourceVersion read (a 409 Conflict when the
+// Deployment changed in between). It returns the version read and the
+// answer of the write; the answer is empty when the entry does not own the
+// field.
+func DropField(ctx context.Context, c client.Client, reader client.Reader, namespace, name, fieldManager string, path fieldpath.Path) (read, answer Written, err error) {
 	dep := &appsv1.Deployment{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, dep); err != nil {
-		return "", fmt.Errorf("read Deployment %s/%s: %w", namespace, name, err)
+		return Written{}, Written{}, fmt.Errorf("read Deployment %s/%s: %w", namespace, name, err)
 	}
+	read = written(dep)
 	entries, changed, err := WithoutField(dep.ManagedFields, fieldManager, path)
 	if err != nil {
-		return "", fmt.Errorf("read managedFields of Deployment %s/%s: %w", namespace, name, err)
+		return read, Written{}, fmt.Errorf("read managedFields of Deployment %s/%s: %w", namespace, name, err)
 	}
 	if !changed {
-		return "", nil
+		return read, Written{}, nil
 	}
-	live, err := replaceManagedFields(ctx, c, namespace, name, dep.ResourceVersion, entries)
+	live, err := replaceManagedFields(ctx, c, namespace, name, dep.ResourceVersion, entries, fieldManager)
 	if err != nil {
-		return "", fmt.Errorf("drop %s from field manager %q on Deployment %s/%s: %w", path, fieldManager, namespace, name, err)
+		return read, Written{}, fmt.Errorf("drop %s from field manager %q on Deployment %s/%s: %w", path, fieldManager, namespace, name, err)
 	}
-	return live.GetResourceVersion(), nil
+	return read, written(live), nil
 }
 
 // WithoutField returns entries with path removed from fieldManager's Apply
@@ -128,22 +168,28 @@ func WithoutField(entries []metav1.ManagedFieldsEntry, fieldManager string, path
 	return out, changed, nil
 }
 
-// replaceManagedFields replaces a Deployment's managedFields with entries
-// in a JSON patch conditional on resourceVersion and returns the patched
-// object: the patch sets metadata.resourceVersion, which the API server
-// compares with the stored one (409 Conflict on a mismatch; a JSON patch
-// "test" op would fail as 422 Invalid instead, indistinguishable from a
-// rejected request).
-func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry) (*unstructured.Unstructured, error) {
+// replaceManagedFields replaces a Deployment's managedFields with entries,
+// and removes the annotations named, in one JSON patch conditional on
+// resourceVersion, and returns the patched object: the patch sets
+// metadata.resourceVersion, which the API server compares with the stored
+// one (409 Conflict on a mismatch; a JSON patch "test" op would fail as 422
+// Invalid instead, indistinguishable from a rejected request). The request
+// is sent as fieldManager; with managedFields given explicitly and no field
+// set, the API server records no entry for it.
+func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry, fieldManager string, dropAnnotations ...string) (*unstructured.Unstructured, error) {
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
-		Value any    `json:"value"`
+		Value any    `json:"value,omitempty"`
 	}
-	data, err := json.Marshal([]op{
+	ops := []op{
 		{Op: "replace", Path: "/metadata/resourceVersion", Value: resourceVersion},
 		{Op: "replace", Path: "/metadata/managedFields", Value: entries},
-	})
+	}
+	for _, a := range dropAnnotations {
+		ops = append(ops, op{Op: "remove", Path: "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(a)})
+	}
+	data, err := json.Marshal(ops)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +198,7 @@ func replaceManagedFields(ctx context.Context, c client.Client, namespace, name,
 	live.SetKind("Deployment")
 	live.SetNamespace(namespace)
 	live.SetName(name)
-	if err := c.Patch(ctx, live, client.RawPatch(types.JSONPatchType, data)); err != nil {
+	if err := c.Patch(ctx, live, client.RawPatch(types.JSONPatchType, data), client.FieldOwner(fieldManager)); err != nil {
 		return nil, err
 	}
 	return live, nil

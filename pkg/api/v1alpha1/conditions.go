@@ -53,6 +53,11 @@ const (
 	// DeploymentRollingReason: the target rolls out a change another
 	// field manager made (an image upgrade); the model did not change.
 	DeploymentRollingReason = "DeploymentRolling"
+	// ScalingReason: the target serves the desired version and brings up
+	// pods of its current template (a scale-up by the model or an HPA,
+	// minReadySeconds, a replaced pod): Kubernetes and Argo CD call that
+	// progress, not a failure.
+	ScalingReason = "Scaling"
 	// TargetPausedReason: the target Deployment is paused, so the model's
 	// rollout waits until its owner resumes it.
 	TargetPausedReason = "TargetPaused"

@@ -361,7 +361,10 @@ type OpenMedModelStatus struct {
 
 	// TargetName is the Deployment this resource last pointed at its manifest.
 	// When spec.targetRef moves to another Deployment, the operator releases
-	// this one and records the new target here.
+	// this one and records the new target here once a pass finds nothing of
+	// the operator left on it (no pointer, no managedFields entry), so a
+	// release interrupted halfway is finished from here, even after a
+	// restart.
 	//
 	// +optional
 	TargetName string `json:"targetName,omitempty"`

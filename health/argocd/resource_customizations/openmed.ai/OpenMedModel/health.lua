@@ -160,11 +160,13 @@ end
 if isTrue("Stalled") then
   return result("Degraded", message("Stalled", failureMessage()))
 end
--- The model was serving and its Deployment lost availability for reasons
--- unrelated to a rollout: Flux keeps waiting, Argo CD shows the outage.
-if isTrue("Degraded") and reason("Degraded") == "DeploymentUnavailable" then
-  return result("Degraded", message("Reconciling", "Target Deployment lost availability"))
+-- The model's rollout waits for the paused target Deployment: Argo CD shows
+-- the paused Deployment itself as Suspended.
+if isTrue("Reconciling") and reason("Reconciling") == "TargetPaused" then
+  return result("Suspended", message("Reconciling", "Waiting for the target Deployment to be resumed"))
 end
+-- A Deployment that brings up pods or lost some while serving the desired
+-- version is Progressing here, as Argo CD judges the Deployment itself.
 if isTrue("Reconciling") then
   return result("Progressing", message("Reconciling", progressMessage()))
 end
