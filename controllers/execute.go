@@ -197,4 +197,3 @@ func rejectionDetail(err error) string {
 	}
 	return strings.Join(parts, "; ")
 }
-

@@ -36,22 +36,22 @@ const (
 // written by the reference operator, or by hand). health.lua spells the same
 // strings; the fixture corpus proves it.
 const (
-	MessagePendingDeletion       = "Pending deletion"
-	MessageNotObserved           = "Waiting for the operator to observe the latest generation"
-	MessageNotReported           = "Waiting for the operator to report status"
-	MessageSuspended             = "Reconciliation is suspended"
-	MessageSuspendedNotApplied   = "Reconciliation is suspended; the latest spec is not applied"
-	MessageInvalidSpec           = "Spec is invalid"
-	MessageRolledBack            = "Desired spec failed; a retained version is serving"
-	MessageManualRollback        = "Held at a retained version by a manual rollback"
-	MessageFailed                = "Desired spec failed; no retained version is serving"
-	MessageTargetPaused          = "Waiting for the target Deployment to be resumed"
-	MessageWaitingForTarget      = "Waiting for the target Deployment"
-	MessageRollingOut            = "Rolling out the desired version"
-	MessageRollingBack           = "Restoring a retained version"
-	MessageReconciling           = "Reconciliation in progress"
-	MessageReady                 = "Desired version is serving"
-	MessageUnrecognized          = "Status is not recognized by this health check"
+	MessagePendingDeletion     = "Pending deletion"
+	MessageNotObserved         = "Waiting for the operator to observe the latest generation"
+	MessageNotReported         = "Waiting for the operator to report status"
+	MessageSuspended           = "Reconciliation is suspended"
+	MessageSuspendedNotApplied = "Reconciliation is suspended; the latest spec is not applied"
+	MessageInvalidSpec         = "Spec is invalid"
+	MessageRolledBack          = "Desired spec failed; a retained version is serving"
+	MessageManualRollback      = "Held at a retained version by a manual rollback"
+	MessageFailed              = "Desired spec failed; no retained version is serving"
+	MessageTargetPaused        = "Waiting for the target Deployment to be resumed"
+	MessageWaitingForTarget    = "Waiting for the target Deployment"
+	MessageRollingOut          = "Rolling out the desired version"
+	MessageRollingBack         = "Restoring a retained version"
+	MessageReconciling         = "Reconciliation in progress"
+	MessageReady               = "Desired version is serving"
+	MessageUnrecognized        = "Status is not recognized by this health check"
 )
 
 // MessageServing is the Healthy message for status.activeVersion v.

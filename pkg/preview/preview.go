@@ -14,13 +14,18 @@
 package preview
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -34,10 +39,18 @@ const maxPasses = 3
 // Committed returns the object the operator will read once the committed
 // file is applied: the live object's metadata and status (nil live: a new
 // object, generation 1), the file's spec (defaulted as the API server does)
-// and the file's annotations over the live ones. The generation moves on
-// when the spec changes, as the API server does for a custom resource with
-// a status subresource.
+// and the file's annotations over the live ones, without the live
+// annotations the file's applier removes (see Annotations). The generation
+// moves on when the spec changes, as the API server does for a custom
+// resource with a status subresource.
 func Committed(file, live *v1alpha1.OpenMedModel) *v1alpha1.OpenMedModel {
+	obj, _ := CommittedWith(file, live)
+	return obj
+}
+
+// CommittedWith is Committed and what becomes of each live annotation the
+// file does not have.
+func CommittedWith(file, live *v1alpha1.OpenMedModel) (*v1alpha1.OpenMedModel, []AnnotationChange) {
 	spec := file.Spec.DeepCopy()
 	spec.Default()
 	if live == nil {
@@ -45,20 +58,106 @@ func Committed(file, live *v1alpha1.OpenMedModel) *v1alpha1.OpenMedModel {
 		obj.Spec = *spec
 		obj.Generation = 1
 		obj.Status = v1alpha1.OpenMedModelStatus{}
-		return obj
+		return obj, nil
 	}
 	obj := live.DeepCopy()
 	if !apiequality.Semantic.DeepEqual(live.Spec, *spec) {
 		obj.Generation = live.Generation + 1
 	}
 	obj.Spec = *spec
+	changes := Annotations(file, live)
+	for _, c := range changes {
+		if c.Removed {
+			delete(obj.Annotations, c.Key)
+		}
+	}
 	for k, v := range file.Annotations {
 		if obj.Annotations == nil {
 			obj.Annotations = map[string]string{}
 		}
 		obj.Annotations[k] = v
 	}
-	return obj
+	return obj, changes
+}
+
+// AnnotationChange is what applying the file does to a live annotation it
+// does not carry.
+type AnnotationChange struct {
+	// Key is the annotation.
+	Key string `json:"key"`
+	// Removed is true when the applier of the file owns the annotation, so
+	// applying the file without it removes it.
+	Removed bool `json:"removed"`
+	// Managers are the field managers that set it (from managedFields); a
+	// removed one names the applier.
+	Managers []string `json:"managers,omitempty"`
+}
+
+// Annotations says, for each live annotation of the operator's
+// (openmed.ai/ and reconcile.fluxcd.io/) that the file does not carry,
+// whether applying the file removes it. Who applies the file is read from
+// the live object: the appliers are the field managers that own
+// spec.version with server-side apply (Flux's kustomize-controller, Argo
+// CD with ServerSideApply, kubectl apply --server-side); such an applier
+// removes an annotation it owns. A client-side apply (kubectl apply, Argo
+// CD's default) removes an annotation its last-applied-configuration
+// holds. Any other annotation (kubectl annotate, an Argo CD action) stays:
+// nothing in Git owns it.
+func Annotations(file, live *v1alpha1.OpenMedModel) []AnnotationChange {
+	if live == nil {
+		return nil
+	}
+	appliers := map[string]bool{}
+	owners := map[string][]string{}
+	version := fieldpath.MakePathOrDie("spec", "version")
+	for _, e := range live.ManagedFields {
+		set := &fieldpath.Set{}
+		if e.FieldsV1 == nil || set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)) != nil {
+			continue
+		}
+		if e.Operation == metav1.ManagedFieldsOperationApply && set.Has(version) {
+			appliers[e.Manager] = true
+		}
+		for k := range live.Annotations {
+			if set.Has(fieldpath.MakePathOrDie("metadata", "annotations", k)) {
+				owners[k] = append(owners[k], e.Manager)
+			}
+		}
+	}
+	lastApplied := map[string]any{}
+	if raw := live.Annotations[lastAppliedAnnotation]; raw != "" {
+		var prev struct {
+			Metadata struct {
+				Annotations map[string]any `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal([]byte(raw), &prev) == nil {
+			lastApplied = prev.Metadata.Annotations
+		}
+	}
+	var out []AnnotationChange
+	for k := range live.Annotations {
+		if _, inFile := file.Annotations[k]; inFile || !operatorAnnotation(k) {
+			continue
+		}
+		c := AnnotationChange{Key: k, Managers: owners[k]}
+		_, c.Removed = lastApplied[k]
+		for _, m := range owners[k] {
+			c.Removed = c.Removed || appliers[m]
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// lastAppliedAnnotation is kubectl's (and Argo CD's) client-side apply
+// record.
+const lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+
+// operatorAnnotation reports an annotation the operator reads.
+func operatorAnnotation(k string) bool {
+	return strings.HasPrefix(k, "openmed.ai/") || strings.HasPrefix(k, "reconcile.fluxcd.io/")
 }
 
 // Result describes what the operator will do with a committed spec.
@@ -95,6 +194,13 @@ type Result struct {
 	Drift []rollout.Drift `json:"drift,omitempty"`
 	// Release names a Deployment whose pointer is given back.
 	Release string `json:"release,omitempty"`
+	// ReleaseReplicas is true when the spec stopped setting replicas: the
+	// operator stops owning spec.replicas and leaves the live value to the
+	// Deployment's other managers (an HPA, the chart).
+	ReleaseReplicas bool `json:"releaseReplicas,omitempty"`
+	// Annotations says what applying the file does to the live
+	// annotations of the operator's that the file does not carry.
+	Annotations []AnnotationChange `json:"annotations,omitempty"`
 	// OnFailure says what happens when the rollout this commit starts
 	// exceeds its progress deadline.
 	OnFailure string `json:"onFailure,omitempty"`
@@ -111,7 +217,7 @@ type Result struct {
 // OpenMedModel's status: a new object, a spec change the operator acts on,
 // a ConfigMap, a Deployment field.
 func (r *Result) Changes() bool {
-	return r.New || len(r.CreateConfigMaps) > 0 || len(r.PruneConfigMaps) > 0 || len(r.Deployment) > 0 || r.Release != ""
+	return r.New || len(r.CreateConfigMaps) > 0 || len(r.PruneConfigMaps) > 0 || len(r.Deployment) > 0 || r.Release != "" || r.ReleaseReplicas
 }
 
 // Model simulates the operator's passes over obj (see Committed) with the
@@ -154,8 +260,11 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 	res.PruneConfigMaps = plan.PruneConfigMaps
 	res.Drift = plan.Drift
 	res.Apply, res.Takeover = plan.ApplyDeployment, plan.Takeover
+	res.ReleaseReplicas = plan.ReleaseReplicas
 	if plan.ApplyDeployment != nil {
 		res.Target = plan.ApplyDeployment.GetName()
+	} else if plan.ReleaseReplicas {
+		res.Target = rollout.TargetName(obj)
 	}
 	if plan.Release != nil {
 		res.Release = plan.Release.DeploymentName

@@ -364,6 +364,12 @@ func (d *decider) rollout(retry bool) {
 	}
 	ours := !proven || d.old.Phase == v1alpha1.PhaseRollingOut
 	switch {
+	case ours && dep.Spec.Paused && !RolloutComplete(dep):
+		// The owner paused the Deployment: the model's rollout waits for
+		// it, whatever the controller has observed (Argo CD calls a paused
+		// Deployment Suspended before it looks at anything else).
+		d.st.Phase = v1alpha1.PhaseRollingOut
+		d.conditions(targetPausedTuple, reconciling)
 	case !ControllerObserved(dep):
 		d.awaitController(ours)
 	case !ours:
@@ -374,9 +380,6 @@ func (d *decider) rollout(retry bool) {
 		d.unavailable(stalled)
 	case RolloutComplete(dep):
 		d.ready(!proven)
-	case dep.Spec.Paused:
-		d.st.Phase = v1alpha1.PhaseRollingOut
-		d.conditions(targetPausedTuple, reconciling)
 	default:
 		d.rolling()
 	}
@@ -560,6 +563,10 @@ func (d *decider) serving(dep *appsv1.Deployment) {
 	switch {
 	case progressDeadlineExceeded(dep):
 		d.unavailable(stalled)
+	case dep.Spec.Paused && !RolloutComplete(dep):
+		// Whatever is under way waits for the owner to resume the
+		// Deployment (Argo CD: Suspended).
+		d.conditions(targetPausedTuple, reconciling)
 	case oldTemplatePods(dep):
 		d.conditions(deploymentRollingTuple, reconciling)
 	case RolloutComplete(dep):

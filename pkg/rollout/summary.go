@@ -82,6 +82,9 @@ func (d *decider) summary(typ, reason string) string {
 	case v1alpha1.DeploymentRollingReason:
 		return fmt.Sprintf("Deployment %s is rolling out a change the model did not make%s; serving %s", target, d.progress(""), active)
 	case v1alpha1.TargetPausedReason:
+		if d.st.Phase == v1alpha1.PhaseReady {
+			return fmt.Sprintf("Deployment %s is paused (%s); serving %s", target, d.availability(), active)
+		}
 		return fmt.Sprintf("Deployment %s is paused; %s rolls out when it is resumed", target, desired)
 	case v1alpha1.DeploymentUnavailableReason:
 		switch {

@@ -194,8 +194,9 @@ type source interface {
 	model(ctx context.Context, ns, name string) (*v1alpha1.OpenMedModel, error)
 	deployment(ctx context.Context, ns, name string) (*unstructured.Unstructured, error)
 	configMaps(ctx context.Context, ns string, owner *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error)
-	// changes lists the Deployment fields the intent changes.
-	changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured) ([]preview.FieldChange, error)
+	// changes lists the Deployment fields the intent changes; with
+	// keepReplicas the pass first gives spec.replicas up at its live value.
+	changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured, keepReplicas bool) ([]preview.FieldChange, error)
 }
 
 // errLiveChanged says the Deployment changed while a model was planned.
@@ -224,7 +225,7 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 	if err != nil {
 		return preview.Result{}, err
 	}
-	obj := preview.Committed(file, live)
+	obj, annotations := preview.CommittedWith(file, live)
 	observed := rollout.Observed{Now: now}
 	desired, previous := rollout.TargetNames(obj)
 	liveDep, err := src.deployment(ctx, obj.Namespace, desired)
@@ -255,10 +256,11 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 		}
 	}
 	res := preview.Model(obj, observed, rollout.Options{})
+	res.Annotations = annotations
 	res.New = live == nil
 	res.SpecChanged = live != nil && obj.Generation != live.Generation
 	if res.Apply != nil && liveDep != nil {
-		if res.Deployment, err = src.changes(ctx, liveDep, res.Takeover, res.Apply); err != nil {
+		if res.Deployment, err = src.changes(ctx, liveDep, res.Takeover, res.Apply, res.ReleaseReplicas); err != nil {
 			return preview.Result{}, err
 		}
 		res.PodsRoll = preview.TemplateChanges(res.Deployment)
@@ -316,12 +318,24 @@ func (c clusterSource) configMaps(ctx context.Context, ns string, owner *v1alpha
 // drops with the intent), the takeover is dry-run, since a dry run stores
 // nothing for the second apply to start from; the intent's strategy is then
 // the strategy the pass leaves, as the operator is its only manager.
-func (c clusterSource) changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured) ([]preview.FieldChange, error) {
+func (c clusterSource) changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured, keepReplicas bool) ([]preview.FieldChange, error) {
 	client := c.t.dyn.Resource(deploymentsResource).Namespace(live.GetNamespace())
 	opts := metav1.ApplyOptions{FieldManager: rollout.DefaultFieldManager, Force: true, DryRun: []string{metav1.DryRunAll}}
 	first := intent
 	if takeover != nil {
 		first = takeover
+	}
+	if keepReplicas {
+		// The pass first drops spec.replicas from the operator's entry, so
+		// its apply leaves the live value: a dry run cannot start from
+		// that first write, but one that applies the live value gives the
+		// same Deployment.
+		first = first.DeepCopy()
+		if n, ok, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); ok {
+			if err := unstructured.SetNestedField(first.Object, n, "spec", "replicas"); err != nil {
+				return nil, err
+			}
+		}
 	}
 	// The dry run must start from the Deployment plan read (the Deployment
 	// controller writes its revision annotation, an HPA the replicas):
@@ -407,7 +421,7 @@ func (f fileSource) configMaps(context.Context, string, *v1alpha1.OpenMedModel) 
 	return nil, nil
 }
 
-func (f fileSource) changes(_ context.Context, live, _, intent *unstructured.Unstructured) ([]preview.FieldChange, error) {
+func (f fileSource) changes(_ context.Context, live, _, intent *unstructured.Unstructured, _ bool) ([]preview.FieldChange, error) {
 	return preview.Overlay(live, intent), nil
 }
 
@@ -491,6 +505,16 @@ func printPlan(w io.Writer, res *preview.Result) {
 	if res.Release != "" {
 		fmt.Fprintf(w, "  release:     Deployment %s\n", res.Release)
 	}
+	if res.ReleaseReplicas {
+		fmt.Fprintf(w, "  release:     spec.replicas of Deployment %s: the operator stops owning it and leaves its live value\n", res.Target)
+	}
+	for _, a := range res.Annotations {
+		if a.Removed {
+			fmt.Fprintf(w, "  annotation:  %s removed (applied from Git%s)\n", a.Key, by(a.Managers))
+		} else {
+			fmt.Fprintf(w, "  annotation:  %s kept: set outside the file%s; remove it by hand\n", a.Key, by(a.Managers))
+		}
+	}
 	if res.OnFailure != "" {
 		fmt.Fprintf(w, "  on failure:  %s\n", res.OnFailure)
 	}
@@ -506,6 +530,13 @@ func managedBy(managers []string) string {
 		return ""
 	}
 	return " (managed by " + strings.Join(managers, ", ") + ")"
+}
+
+func by(managers []string) string {
+	if len(managers) == 0 {
+		return ""
+	}
+	return " by " + strings.Join(managers, ", ")
 }
 
 func changedBy(managers []string) string {

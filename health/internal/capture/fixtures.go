@@ -169,6 +169,10 @@ func (r *rig) derive() error {
 			c["status"], c["reason"], c["message"] = "True", v1alpha1.DeploymentUnavailableReason, rollout.MsgDeploymentUnavailable
 			return nil
 		}},
+		{"target_paused_without_message.yaml", "target_paused.yaml", "the Reconciling condition's message emptied, as a status written by hand could have it", func(u *unstructured.Unstructured) error {
+			conditionOf(u, v1alpha1.ReconcilingCondition)["message"] = ""
+			return nil
+		}},
 		{"status_without_phase.yaml", "not_observed_default.yaml", "status set to the current observedGeneration alone: observed, nothing reported yet", func(u *unstructured.Unstructured) error {
 			u.Object["status"] = map[string]any{"observedGeneration": u.GetGeneration()}
 			return nil

@@ -8,7 +8,10 @@
 // through every state the health corpus covers and writes each object as the
 // API server returned it (managedFields included) into
 // health/argocd/resource_customizations/openmed.ai/OpenMedModel/testdata and
-// the action fixtures into its actions/testdata.
+// the action fixtures into its actions/testdata. It also writes
+// health/testdata/ecosystem: pairs of a Deployment and its model at every
+// state of the scale-ups, scale-downs, other managers' rollouts, pauses and
+// failures the ecosystem property test judges.
 //
 // A few fixtures describe statuses the operator never writes (no status at
 // all, an unknown phase, the reference operator's format, an invalid stored
@@ -34,6 +37,7 @@ import (
 
 func main() {
 	out := flag.String("out", "", "the OpenMedModel resource-customization folder (default: the one in this module)")
+	ecoOut := flag.String("ecosystem-out", "", "the folder of Deployment and model pairs (default: health/testdata/ecosystem in this module)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
@@ -42,12 +46,16 @@ func main() {
 	if dir == "" {
 		dir = filepath.Join(moduleRoot(), "health", "argocd", "resource_customizations", "openmed.ai", "OpenMedModel")
 	}
+	ecoDir := *ecoOut
+	if ecoDir == "" {
+		ecoDir = filepath.Join(moduleRoot(), "health", "testdata", "ecosystem")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	start := time.Now()
-	n, err := run(ctx, dir)
+	n, err := run(ctx, dir, ecoDir)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "capture:", err)
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -56,6 +58,8 @@ type rig struct {
 	broken  string
 
 	fixtures []fixture
+	// eco is the ecosystem corpus: Deployment and model pairs.
+	eco []ecosystemFile
 }
 
 // fixture is one file to write.
@@ -65,7 +69,7 @@ type fixture struct {
 	obj       *unstructured.Unstructured
 }
 
-func run(ctx context.Context, dir string) (n int, err error) {
+func run(ctx context.Context, dir, ecoDir string) (n int, err error) {
 	example, err := demo.ReadModel(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
 	if err != nil {
 		return 0, err
@@ -84,7 +88,9 @@ func run(ctx context.Context, dir string) (n int, err error) {
 	defer os.RemoveAll(work)
 	fmt.Println("starting the local control plane and building the operator")
 	cluster, err := minicluster.Start(ctx, minicluster.Config{
-		NeverReady: minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+		// The ecosystem scenarios count pods against a ResourceQuota.
+		Controllers: append(slices.Clone(minicluster.DefaultControllers), "resourcequota-controller"),
+		NeverReady:  minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start the local control plane (make clusterbin builds it): %w", err)
@@ -143,6 +149,10 @@ func run(ctx context.Context, dir string) (n int, err error) {
 	if err := r.derive(); err != nil {
 		return 0, err
 	}
+	if err := writeEcosystem(ecoDir, r.eco); err != nil {
+		return 0, err
+	}
+	fmt.Printf("wrote %d Deployment and model pairs to %s\n", len(r.eco), ecoDir)
 	return r.write(dir)
 }
 
@@ -185,6 +195,7 @@ func (r *rig) scenarios(ctx context.Context) error {
 			spec["rolloutStrategy"] = map[string]any{"type": "Recreate", "rollbackOnFailure": true, "progressDeadlineSeconds": failDeadline}
 		}},
 		{name: "pii-failed", mutate: func(spec map[string]any) { deadline(spec) }},
+		{name: "pii-paused"},
 		{name: "pii-waiting", noTarget: true},
 	}
 	specs := map[string]map[string]any{}
@@ -274,6 +285,14 @@ func (r *rig) scenarios(ctx context.Context) error {
 			return err
 		}
 	}
+	// The chart's owner pauses the Deployment; the model's next version
+	// waits for it.
+	if err := r.helmPause(ctx, key("pii-paused"), true); err != nil {
+		return err
+	}
+	if _, err := apply("pii-paused", version(r.v2)); err != nil {
+		return err
+	}
 	suspended, err := apply("pii-suspended", func(s map[string]any) { s["suspend"] = true })
 	if err != nil {
 		return err
@@ -320,6 +339,8 @@ func (r *rig) scenarios(ctx context.Context) error {
 		}, "a Ready model suspended"},
 		{"failed_rollback.yaml", fr.Name, "rollback failed", stalledWith(v1alpha1.RollbackFailedReason),
 			"the rollback of a failed version could not create its pod (a ResourceQuota of 0 pods)"},
+		{"target_paused.yaml", "pii-paused", "TargetPaused", reconciling(v1alpha1.TargetPausedReason),
+			"a new version applied to a Deployment its owner paused: the rollout waits for the owner"},
 	}
 	for _, a := range awaits {
 		got, err := r.history.await(ctx, key(a.model), a.what, a.pred)
@@ -372,13 +393,19 @@ func (r *rig) scenarios(ctx context.Context) error {
 	}
 	r.capture("suspended_spec_changed.yaml", edited, "a new version committed while the model is suspended: the operator says so and leaves the generation unobserved")
 
+	fmt.Println("  the Deployment states of the ecosystem corpus")
+	if r.eco, err = r.ecosystem(ctx); err != nil {
+		return err
+	}
+
 	// Last, as it stops scheduling: a Ready model's Deployment scaled up
-	// (as an HPA does) while the node takes no pods.
+	// (as an HPA does) while the node takes no pods, then its pods lost.
 	return r.unavailable(ctx, key("pii-unavailable"))
 }
 
 // unavailable cordons the node, scales the Deployment up through its scale
-// subresource and captures the model reporting DeploymentUnavailable.
+// subresource and captures the model reporting Scaling, then deletes its
+// pods and captures DeploymentUnavailable.
 func (r *rig) unavailable(ctx context.Context, k types.NamespacedName) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: minicluster.NodeName}}
 	cordon := func(on bool) error {
@@ -393,11 +420,20 @@ func (r *rig) unavailable(ctx context.Context, k types.NamespacedName) error {
 	if err := r.c.SubResource("scale").Update(ctx, dep, client.WithSubResourceBody(scale), client.FieldOwner("kube-controller-manager")); err != nil {
 		return err
 	}
-	got, err := r.history.await(ctx, k, "DeploymentUnavailable", reconciling(v1alpha1.DeploymentUnavailableReason))
+	got, err := r.history.await(ctx, k, "Scaling", reconciling(v1alpha1.ScalingReason))
 	if err != nil {
 		return err
 	}
-	r.capture("deployment_unavailable.yaml", got, "a Ready model whose Deployment was scaled up (its scale subresource, as an HPA does) while the node took no pods")
+	r.capture("scaling.yaml", got, "a Ready model whose Deployment was scaled up (its scale subresource, as an HPA does) while the node took no pods")
+	if err := r.c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(k.Namespace), client.MatchingLabels{"app.kubernetes.io/instance": k.Name},
+		client.GracePeriodSeconds(0)); err != nil {
+		return err
+	}
+	got, err = r.history.await(ctx, k, "DeploymentUnavailable", reconciling(v1alpha1.DeploymentUnavailableReason))
+	if err != nil {
+		return err
+	}
+	r.capture("deployment_unavailable.yaml", got, "the same model after its pods were deleted: none is available, none can be scheduled")
 	return nil
 }
 
@@ -453,6 +489,9 @@ func (r *rig) createTarget(ctx context.Context, k types.NamespacedName, mutate f
 			}
 		}
 		if err := r.c.Create(ctx, obj, client.FieldOwner(helmManager)); err != nil {
+			if u.GetKind() == "ConfigMap" && apierrors.IsAlreadyExists(err) {
+				continue // created for another model of the namespace meanwhile
+			}
 			return fmt.Errorf("create %s %s: %w", u.GetKind(), k, err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/argoproj/argo-cd/gitops-engine/v3/pkg/health"
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // luaTimeout is Argo CD's fixed budget for one script execution.
@@ -233,4 +234,17 @@ func toHealthStatus(result any) (*health.HealthStatus, error) {
 		return &health.HealthStatus{Status: health.HealthStatusUnknown, Message: "Lua returned an invalid health status"}, nil
 	}
 	return hs, nil
+}
+
+// LuaHealth runs health.lua on obj the way Argo CD runs a health script
+// from argocd-cm: a fresh Lua state with the closed libraries, the object as
+// the global obj, Argo CD's one-second budget. It shows what Argo CD will
+// say of an object without an Argo CD (the end-to-end tests sample live
+// models with it).
+func LuaHealth(obj *unstructured.Unstructured) (*health.HealthStatus, error) {
+	result, err := luaVM{}.run(obj.Object, HealthScript())
+	if err != nil {
+		return nil, err
+	}
+	return toHealthStatus(result)
 }
