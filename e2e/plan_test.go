@@ -9,13 +9,19 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -24,6 +30,7 @@ import (
 	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/preview"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // revisionAnnotation is written by the Deployment controller on every
@@ -31,11 +38,16 @@ import (
 const revisionAnnotation = "deployment.kubernetes.io/revision"
 
 // TestPlanMatchesAct runs `kubectl openmed plan` before each commit of a
-// model's lifecycle, commits, lets the real operator act, and checks that
-// what the operator did to the Deployment is field by field what the plan
-// printed, and that the ConfigMaps it created and deleted are the planned
-// ones: a new model, the same file again, an upgrade, drift made while the
-// operator was down, a never-ready version and its revert.
+// model's lifecycle, commits the file as Flux's kustomize-controller does
+// (server-side apply), lets the real operator act, and checks that what the
+// operator did is what the plan printed: the Deployment field by field, the
+// ConfigMaps created and deleted, the phase and conditions of the acting
+// pass, its events and the managers it names for the drift it corrects.
+// Each plan's exit code is checked. The lifecycle: a new model, the same
+// file again, an upgrade, drift made while the operator was down, dropping
+// spec.replicas alone, setting it again, dropping it together with a
+// version change, a manual rollback committed in the file and its removal
+// from the file, a never-ready version and its revert.
 func TestPlanMatchesAct(t *testing.T) {
 	requireCluster(t)
 	t.Parallel()
@@ -83,7 +95,7 @@ func TestPlanMatchesAct(t *testing.T) {
 	if len(res.Drift) != 1 || res.Drift[0].Field != "spec.replicas" || !slices.Contains(res.Drift[0].Managers, "kubectl-edit") || res.PodsRoll || res.SpecChanged {
 		t.Errorf("plan with drift: %+v", res)
 	}
-	commit(t, m, func() {
+	commitWith(t, m, func() {
 		op2, err := launchOperator(ctx, "plan-2", operatorLabel+"=plan")
 		if err != nil {
 			t.Fatal(err)
@@ -91,12 +103,61 @@ func TestPlanMatchesAct(t *testing.T) {
 		t.Cleanup(func() { _ = op2.Kill() })
 		waitState(t, ns, "replicas restored", func(s state) bool { return ptr.Deref(s.d.Spec.Replicas, 0) == 2 })
 		waitServing(t, ns, v2)
+	}, res, false)
+
+	// spec.replicas dropped: the operator gives the field up at its live
+	// value; nothing on the Deployment changes but its managedFields.
+	m.Spec.Replicas = nil
+	res = planFile(t, file, m, cli.ExitChanges)
+	if !res.ReleaseReplicas || len(res.Deployment) != 0 || res.PodsRoll {
+		t.Errorf("plan for dropping spec.replicas: %+v", res)
+	}
+	commit(t, m, func() {
+		waitState(t, ns, "replicas released", func(s state) bool { return !ownsReplicas(s.d) && s.snap.Observed() })
 	}, res)
+	if d := read(t, ns).d; ptr.Deref(d.Spec.Replicas, 0) != 2 {
+		t.Errorf("replicas %d after their release, want 2 kept", ptr.Deref(d.Spec.Replicas, 0))
+	}
+
+	// Set again (to a value of its own, so the operator applies and owns
+	// it), then dropped together with a version change.
+	m.Spec.Replicas = ptr.To[int32](3)
+	res = planFile(t, file, m, cli.ExitChanges)
+	commit(t, m, func() {
+		waitState(t, ns, "replicas owned", func(s state) bool { return ownsReplicas(s.d) && s.snap.Observed() && settled(s.d) })
+	}, res)
+	m.Spec.Replicas, m.Spec.Version = nil, v1
+	res = planFile(t, file, m, cli.ExitChanges)
+	if !res.ReleaseReplicas || !res.PodsRoll || hasField(res.Deployment, ".spec.replicas") {
+		t.Errorf("plan for dropping spec.replicas with a version change: %+v", res)
+	}
+	commit(t, m, func() { waitServing(t, ns, v1) }, res)
+
+	// A manual rollback committed in the file, then removed from it: the
+	// plan says the applier removes the annotation and the desired version
+	// rolls out again.
+	m.Annotations = map[string]string{v1alpha1.RollbackToAnnotation: v2}
+	res = planFile(t, file, m, cli.ExitChanges)
+	if res.Phase != v1alpha1.PhaseRolledBack || !res.PodsRoll {
+		t.Errorf("plan for a manual rollback: %+v", res)
+	}
+	commit(t, m, func() {
+		waitState(t, ns, "held at "+v2, func(s state) bool {
+			return s.m.Status.Phase == v1alpha1.PhaseRolledBack && s.m.Status.ActiveVersion == v2 && settled(s.d)
+		})
+	}, res)
+	m.Annotations = nil
+	res = planFile(t, file, m, cli.ExitChanges)
+	if len(res.Annotations) != 1 || res.Annotations[0].Key != v1alpha1.RollbackToAnnotation || !res.Annotations[0].Removed ||
+		res.Phase != v1alpha1.PhaseRollingOut || !res.PodsRoll {
+		t.Errorf("plan for removing the rollback annotation from the file: %+v", res)
+	}
+	commit(t, m, func() { waitServing(t, ns, v1) }, res)
 
 	// A version whose pods never become ready, then its revert.
 	m.Spec.Version = brokenVersion
 	res = planFile(t, file, m, cli.ExitChanges)
-	if !strings.HasPrefix(res.OnFailure, "roll back to "+v2) {
+	if !strings.HasPrefix(res.OnFailure, "roll back to "+v1) {
 		t.Errorf("on failure of %s: %q", brokenVersion, res.OnFailure)
 	}
 	brokenHash, err := demo.ManifestHashOf(m, brokenVersion)
@@ -111,9 +172,34 @@ func TestPlanMatchesAct(t *testing.T) {
 		})
 	}, res)
 	waitState(t, ns, "rolled back", func(s state) bool { return s.m.Status.Phase == v1alpha1.PhaseRolledBack && settled(s.d) })
-	m.Spec.Version = v2
-	res = planFile(t, file, m, -1)
-	commit(t, m, func() { waitServing(t, ns, v2) }, res)
+	// The rollback restored the retained version's pods: the revert to it
+	// rolls none, and the model is Ready in the acting pass.
+	m.Spec.Version = v1
+	res = planFile(t, file, m, cli.ExitChanges)
+	if res.PodsRoll || res.Phase != v1alpha1.PhaseReady {
+		t.Errorf("plan for the revert: %+v", res)
+	}
+	commit(t, m, func() { waitServing(t, ns, v1) }, res)
+}
+
+// ownsReplicas reports whether the operator's managedFields entry owns
+// spec.replicas.
+func ownsReplicas(d *appsv1.Deployment) bool {
+	for _, e := range d.ManagedFields {
+		if e.Manager == rollout.DefaultFieldManager && e.FieldsV1 != nil && strings.Contains(string(e.FieldsV1.Raw), `"f:replicas"`) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasField(changes []preview.FieldChange, field string) bool {
+	for _, c := range changes {
+		if c.Field == field {
+			return true
+		}
+	}
+	return false
 }
 
 // planFile writes m to file, runs `kubectl openmed plan -f file -o json`
@@ -155,21 +241,30 @@ func planFile(t *testing.T, file string, m *v1alpha1.OpenMedModel, wantCode int)
 }
 
 // commit applies m as a GitOps tool would, waits with settle, and compares
-// what changed on the Deployment and which ConfigMaps appeared and went
-// with res.
+// with res what the operator did: the Deployment's changes, the ConfigMaps
+// created and deleted, the status of the acting pass, its events and the
+// managers named for the drift it corrected.
 func commit(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res preview.Result) {
+	t.Helper()
+	commitWith(t, m, settle, res, true)
+}
+
+// commitWith is commit; with apply false it commits nothing (the plan was
+// for a change of the cluster, not of the file).
+func commitWith(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res preview.Result, apply bool) {
 	t.Helper()
 	before := deploymentObject(t, m.Namespace)
 	cms := map[string]bool{}
 	for _, cm := range manifestConfigMaps(t, m.Namespace) {
 		cms[cm.Name] = true
 	}
-	if m.ResourceVersion == "" {
-		if err := k8s.Create(context.Background(), m); err != nil {
-			t.Fatal(err)
-		}
+	statuses := watchStatuses(t, m)
+	sinceEvent := lastEventVersion(t, m.Namespace)
+	var generation int64
+	if apply {
+		generation = applyFile(t, m)
 	} else {
-		update(t, m)
+		generation = read(t, m.Namespace).m.Generation
 	}
 	settle()
 	after := deploymentObject(t, m.Namespace)
@@ -199,21 +294,170 @@ func commit(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res preview.R
 			t.Errorf("ConfigMap %s was planned for deletion and is still there", name)
 		}
 	}
+
+	// The acting pass's status: the first one written for the committed
+	// generation after the commit, or, when no pass had to write one, the
+	// status as it stands.
+	acted := statuses.first(generation)
+	if acted == nil {
+		acted = &read(t, m.Namespace).m.Status
+	}
+	if acted.Phase != res.Phase {
+		t.Errorf("the acting pass wrote phase %s, the plan said %s", acted.Phase, res.Phase)
+	}
+	if a, p := conditionSet(acted.Conditions), conditionSet(res.Conditions); a != p {
+		t.Errorf("the acting pass wrote conditions\n  %s\nthe plan said\n  %s", a, p)
+	}
+	events := eventsSince(t, m.Namespace, sinceEvent)
+	var reasons []string
+	for _, e := range events {
+		reasons = append(reasons, e.Reason)
+	}
+	if len(reasons) < len(res.Events) || !slices.Equal(reasons[:len(res.Events)], res.Events) {
+		t.Errorf("the operator recorded events %v, the plan said they start with %v", reasons, res.Events)
+	}
+	for _, d := range res.Drift {
+		found := false
+		for _, e := range events {
+			found = found || ((e.Reason == v1alpha1.DriftCorrectedReason || e.Reason == v1alpha1.FieldReplacedReason) && strings.Contains(e.Message, d.String()))
+		}
+		if !found {
+			t.Errorf("the plan said %q; no event of the operator says it: %v", d.String(), reasons)
+		}
+	}
 }
 
-// update writes m's spec and annotations over the live object, as an apply
-// of the file would, and keeps m's resourceVersion current.
-func update(t *testing.T, m *v1alpha1.OpenMedModel) {
+// applyFile server-side applies m's spec, labels and annotations as Flux's
+// kustomize-controller applies a file from Git (force, its own field
+// manager) and returns the generation the API server stored.
+func applyFile(t *testing.T, m *v1alpha1.OpenMedModel) int64 {
 	t.Helper()
-	live := &v1alpha1.OpenMedModel{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(m), live); err != nil {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "OpenMedModel",
+		"metadata": map[string]any{"name": m.Name, "namespace": m.Namespace},
+	}}
+	u.SetLabels(m.Labels)
+	u.SetAnnotations(m.Annotations)
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&m.Spec)
+	if err != nil {
 		t.Fatal(err)
 	}
-	live.Spec = m.Spec
-	if err := k8s.Update(context.Background(), live); err != nil {
+	u.Object["spec"] = spec
+	if err := k8s.Patch(context.Background(), u, client.Apply, client.FieldOwner("kustomize-controller"), client.ForceOwnership); err != nil {
 		t.Fatal(err)
 	}
-	m.ResourceVersion = live.ResourceVersion
+	return u.GetGeneration()
+}
+
+// statusWatch keeps every status of one model a watch carried.
+type statusWatch struct {
+	mu   sync.Mutex
+	seen []v1alpha1.OpenMedModelStatus
+	w    watch.Interface
+	done chan struct{}
+}
+
+// watchStatuses watches m's statuses from now on.
+func watchStatuses(t *testing.T, m *v1alpha1.OpenMedModel) *statusWatch {
+	t.Helper()
+	var list v1alpha1.OpenMedModelList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(m.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := k8s.Watch(context.Background(), &v1alpha1.OpenMedModelList{}, client.InNamespace(m.Namespace),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &statusWatch{w: w, done: make(chan struct{})}
+	var last *v1alpha1.OpenMedModelStatus
+	for i := range list.Items {
+		if list.Items[i].Name == m.Name {
+			last = list.Items[i].Status.DeepCopy()
+		}
+	}
+	go func() {
+		defer close(s.done)
+		for ev := range w.ResultChan() {
+			o, ok := ev.Object.(*v1alpha1.OpenMedModel)
+			if !ok || o.Name != m.Name || (last != nil && apiequality.Semantic.DeepEqual(*last, o.Status)) {
+				continue
+			}
+			last = o.Status.DeepCopy()
+			s.mu.Lock()
+			s.seen = append(s.seen, *last)
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-s.done })
+	return s
+}
+
+// first is the first status written for generation (its
+// observedGeneration) since the watch started, or nil.
+func (s *statusWatch) first(generation int64) *v1alpha1.OpenMedModelStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.seen {
+		if s.seen[i].ObservedGeneration == generation {
+			return s.seen[i].DeepCopy()
+		}
+	}
+	return nil
+}
+
+func conditionSet(conds []metav1.Condition) string {
+	out := make([]string, 0, len(conds))
+	for _, c := range conds {
+		out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// lastEventVersion is the newest resourceVersion among the model's events.
+func lastEventVersion(t *testing.T, ns string) int64 {
+	t.Helper()
+	var last int64
+	for _, e := range modelEvents(t, ns) {
+		last = max(last, eventVersion(e))
+	}
+	return last
+}
+
+// eventsSince lists the model's events newer than version, oldest first.
+func eventsSince(t *testing.T, ns string, version int64) []corev1.Event {
+	t.Helper()
+	var out []corev1.Event
+	for _, e := range modelEvents(t, ns) {
+		if eventVersion(e) > version {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return eventVersion(out[i]) < eventVersion(out[j]) })
+	return out
+}
+
+func modelEvents(t *testing.T, ns string) []corev1.Event {
+	t.Helper()
+	var events corev1.EventList
+	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == modelName && e.InvolvedObject.Kind == "OpenMedModel" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// eventVersion orders events by when the API server stored them: the
+// suite's own etcd hands out growing resourceVersions.
+func eventVersion(e corev1.Event) int64 {
+	n, _ := strconv.ParseInt(e.ResourceVersion, 10, 64)
+	return n
 }
 
 func deploymentObject(t *testing.T, ns string) *unstructured.Unstructured {

@@ -57,6 +57,39 @@ func TestCommitted(t *testing.T) {
 	}
 }
 
+// TestAnnotations: a live annotation of the operator's that the file does
+// not carry is removed by a client-side apply whose last-applied record
+// holds it, and kept when nothing in Git set it (kubectl annotate, an Argo
+// CD action). The server-side applier's case needs the API server's
+// managedFields: TestPlanMatchesAct (e2e) commits the file as Flux does.
+func TestAnnotations(t *testing.T) {
+	file := model("v1")
+	live := model("v1")
+	live.Generation = 3
+	live.Annotations = map[string]string{
+		v1alpha1.RollbackToAnnotation:                      "v0",
+		"reconcile.fluxcd.io/requestedAt":                  "now",
+		"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"openmed.ai/v1alpha1","kind":"OpenMedModel","metadata":{"annotations":{"openmed.ai/rollback-to":"v0"},"name":"ner"}}`,
+		"example.com/other":                                "not the operator's",
+	}
+	got, changes := preview.CommittedWith(file, live)
+	want := []preview.AnnotationChange{{Key: "openmed.ai/rollback-to", Removed: true}, {Key: "reconcile.fluxcd.io/requestedAt"}}
+	if len(changes) != len(want) {
+		t.Fatalf("changes %+v, want %+v", changes, want)
+	}
+	for i := range want {
+		if changes[i].Key != want[i].Key || changes[i].Removed != want[i].Removed {
+			t.Errorf("change %d = %+v, want %+v", i, changes[i], want[i])
+		}
+	}
+	if _, ok := got.Annotations[v1alpha1.RollbackToAnnotation]; ok {
+		t.Errorf("the committed object keeps %s: %v", v1alpha1.RollbackToAnnotation, got.Annotations)
+	}
+	if got.Annotations["reconcile.fluxcd.io/requestedAt"] != "now" || got.Annotations["example.com/other"] == "" {
+		t.Errorf("annotations nothing in Git set are gone: %v", got.Annotations)
+	}
+}
+
 func obj(content map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: content}
 }
