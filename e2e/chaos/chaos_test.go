@@ -56,13 +56,20 @@ type suite struct {
 	models int
 	seeds  []uint64
 	kills  int
+	// delays are the stand-in Deployment controller's timings each seed
+	// runs with: 0 reports a new generation at once (the real controller
+	// takes milliseconds), otherwise after a random wait up to the delay.
+	delays []time.Duration
 }
+
+// standInDelay is the stand-in's slow timing.
+const standInDelay = 400 * time.Millisecond
 
 func config() suite {
 	if os.Getenv("OPENMED_CHAOS") == "full" {
-		return suite{models: 12, seeds: []uint64{1, 2, 3}, kills: 10}
+		return suite{models: 12, seeds: []uint64{1, 2, 3}, kills: 10, delays: []time.Duration{0, standInDelay}}
 	}
-	return suite{models: 4, seeds: []uint64{1}, kills: 3}
+	return suite{models: 4, seeds: []uint64{1}, kills: 3, delays: []time.Duration{0}}
 }
 
 // faultMix is the mix: 20% 429/503/500 (a third of the 500s after
@@ -82,17 +89,26 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, seed := range cfg.seeds {
-		t.Run(fmt.Sprintf("faults/seed=%d", seed), func(t *testing.T) {
-			f := faultMix(seed)
-			run(t, bin, runConfig{models: cfg.models, faults: &f, seed: seed})
-		})
+		for _, delay := range cfg.delays {
+			t.Run(fmt.Sprintf("faults/seed=%d/stand-in=%s", seed, timing(delay)), func(t *testing.T) {
+				f := faultMix(seed)
+				run(t, bin, runConfig{models: cfg.models, faults: &f, seed: seed, delay: delay})
+			})
+		}
 	}
 	t.Run(fmt.Sprintf("kills=%d", cfg.kills), func(t *testing.T) {
 		run(t, bin, runConfig{models: cfg.models, kills: cfg.kills, seed: 7})
 	})
 	t.Run("handover", func(t *testing.T) {
-		run(t, bin, runConfig{models: cfg.models, replicas: 2, handover: true, seed: 11})
+		run(t, bin, runConfig{models: cfg.models, replicas: 2, handover: true, seed: 11, delay: standInDelay})
 	})
+}
+
+func timing(delay time.Duration) string {
+	if delay == 0 {
+		return "at-once"
+	}
+	return "up-to-" + delay.String()
 }
 
 type runConfig struct {
@@ -102,16 +118,23 @@ type runConfig struct {
 	replicas int
 	handover bool
 	seed     uint64
+	delay    time.Duration
 }
 
 // step is one change of the scenario and the state every model must reach.
 type step struct {
-	name   string
-	act    func(t *testing.T, r *runner)
-	done   func(m *v1alpha1.OpenMedModel, i int) bool
-	rolls  func(i int) int // pod-template changes this step causes per model
-	gone   bool            // the step deletes the models it names
-	models func(i int) bool
+	name string
+	act  func(t *testing.T, r *runner)
+	done func(m *v1alpha1.OpenMedModel, i int) bool
+	// rolls are the pod-template changes this step causes, per Deployment.
+	rolls func(i int) map[string]int
+	// gone: the step deletes the models it names; their Deployments must
+	// end up released.
+	gone bool
+	// released names, per model, a Deployment the step must leave with
+	// nothing of the operator on it (the previous target of a retarget).
+	released func(i int) string
+	models   func(i int) bool
 }
 
 func run(t *testing.T, bin string, cfg runConfig) {
@@ -123,12 +146,16 @@ func run(t *testing.T, bin string, cfg runConfig) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	sc := harness.NewStandIn(t, c, namespace, 4, 400*time.Millisecond)
+	sc := harness.NewStandIn(t, c, namespace, 4, cfg.delay)
 	defer sc.Stop()
 	sc.Fail(manifestHash(t, broken))
 	for i := 0; i < cfg.models; i++ {
-		if err := client.WithFieldOwner(c, "helm").Create(ctx, deployment(i)); err != nil {
-			t.Fatal(err)
+		for _, name := range []string{name(i), retargetName(i)} {
+			d := deployment(i)
+			d.Name = name
+			if err := client.WithFieldOwner(c, "helm").Create(ctx, d); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	rec := newTemplateRecorder(t, c)
@@ -153,6 +180,7 @@ func run(t *testing.T, bin string, cfg runConfig) {
 	defer samp.stop()
 
 	half := func(i int) bool { return i%2 == 1 }
+	other := func(i int) bool { return i%2 == 0 }
 	all := func(int) bool { return true }
 	steps := []step{
 		{name: "first rollout", models: all, rolls: one,
@@ -161,10 +189,10 @@ func run(t *testing.T, bin string, cfg runConfig) {
 		{name: "upgrade", models: all, rolls: one,
 			act:  func(t *testing.T, r *runner) { r.setVersions(cfg.models, v2) },
 			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
-		{name: "failing version, automatic rollback", models: all, rolls: two,
+		{name: "failing version, automatic rollback", models: all, rolls: times(2),
 			act:  func(t *testing.T, r *runner) { r.setVersions(cfg.models, broken) },
 			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return heldAt(m, v2) }},
-		{name: "revert", models: all, rolls: zero,
+		{name: "revert", models: all, rolls: times(0),
 			act:  func(t *testing.T, r *runner) { r.setVersions(cfg.models, v2) },
 			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
 		{name: "manual rollback", models: all, rolls: one,
@@ -173,7 +201,20 @@ func run(t *testing.T, bin string, cfg runConfig) {
 		{name: "release the manual rollback", models: all, rolls: one,
 			act:  func(t *testing.T, r *runner) { r.annotate(cfg.models, "") },
 			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
-		{name: "delete half", models: half, rolls: func(i int) int { return b2i(half(i)) }, gone: true,
+		// The even models move to their second Deployment: the new one
+		// gets the pointer (one roll), the old one is released (one roll).
+		{name: "retarget half", models: all, released: func(i int) string { return ifThen(other(i), name(i)) },
+			rolls: func(i int) map[string]int {
+				if !other(i) {
+					return nil
+				}
+				return map[string]int{name(i): 1, retargetName(i): 1}
+			},
+			act: func(t *testing.T, r *runner) { r.retarget(cfg.models, other) },
+			done: func(m *v1alpha1.OpenMedModel, i int) bool {
+				return ready(m, v2) && (!other(i) || m.Status.TargetName == retargetName(i))
+			}},
+		{name: "delete half", models: half, rolls: func(i int) map[string]int { return map[string]int{name(i): b2i(half(i))} }, gone: true,
 			act:  func(t *testing.T, r *runner) { r.deleteModels(cfg.models, half) },
 			done: func(m *v1alpha1.OpenMedModel, i int) bool { return ready(m, v2) }},
 	}
@@ -192,16 +233,19 @@ func run(t *testing.T, bin string, cfg runConfig) {
 		}
 	}()
 
-	want := make([]int, cfg.models)
-	var times []string
+	want := map[string]int{}
+	var took []string
 	for _, s := range steps {
 		start := time.Now()
+		replicas := r.replicas(cfg.models)
 		s.act(t, r)
-		for i := range want {
-			want[i] += s.rolls(i)
+		for i := 0; i < cfg.models; i++ {
+			for d, n := range s.rolls(i) {
+				want[d] += n
+			}
 		}
-		r.waitConverged(s, cfg.models)
-		times = append(times, fmt.Sprintf("%s %s", s.name, time.Since(start).Round(100*time.Millisecond)))
+		r.waitConverged(s, cfg.models, replicas)
+		took = append(took, fmt.Sprintf("%s %s", s.name, time.Since(start).Round(100*time.Millisecond)))
 		if s.name == "manual rollback" && cfg.handover {
 			// The handover happens during the manual rollback's rollout
 			// at the latest.
@@ -218,13 +262,15 @@ func run(t *testing.T, bin string, cfg runConfig) {
 
 	// Invariants.
 	for i := 0; i < cfg.models; i++ {
-		seq := rec.templates(name(i))
-		if got := len(seq) - 1; got != want[i] {
-			t.Errorf("%s: %d pod-template changes, the scenario needs %d: %v", name(i), got, want[i], seq)
-		}
-		badHash := manifestHash(t, broken)
-		if n := countHash(seq, badHash); n > 1 {
-			t.Errorf("%s: the failed version was rolled out %d times: %v", name(i), n, seq)
+		for _, d := range []string{name(i), retargetName(i)} {
+			seq := rec.templates(d)
+			if got := len(seq) - 1; got != want[d] {
+				t.Errorf("%s: %d pod-template changes, the scenario needs %d: %v", d, got, want[d], seq)
+			}
+			badHash := manifestHash(t, broken)
+			if n := countHash(seq, badHash); n > 1 {
+				t.Errorf("%s: the failed version was rolled out %d times: %v", d, n, seq)
+			}
 		}
 	}
 	if v := samp.violations(); len(v) > 0 {
@@ -241,12 +287,23 @@ func run(t *testing.T, bin string, cfg runConfig) {
 	if proxy != nil {
 		t.Logf("faults injected: %v", proxy.Counts())
 	}
-	t.Logf("converged: %s; operator restarts %d; status samples %d", strings.Join(times, ", "), r.restarts, samp.count())
+	t.Logf("converged: %s; operator restarts %d; status samples %d", strings.Join(took, ", "), r.restarts, samp.count())
 }
 
-func one(int) int  { return 1 }
-func two(int) int  { return 2 }
-func zero(int) int { return 0 }
+// one is a step that rolls each model's current Deployment once.
+func one(i int) map[string]int { return times(1)(i) }
+
+// times is a step that rolls each model's current Deployment n times.
+func times(n int) func(i int) map[string]int {
+	return func(i int) map[string]int { return map[string]int{currentTarget(i): n} }
+}
+
+func ifThen(cond bool, s string) string {
+	if cond {
+		return s
+	}
+	return ""
+}
 
 func b2i(b bool) int {
 	if b {
@@ -256,6 +313,15 @@ func b2i(b bool) int {
 }
 
 func name(i int) string { return fmt.Sprintf("model-%02d", i) }
+
+// retargetName is the second Deployment of model i, which the retarget
+// step moves the even models to.
+func retargetName(i int) string { return name(i) + "-b" }
+
+// currentTarget is the Deployment model i points at before the retarget
+// step (the only steps after it are the retarget and the deletion, which
+// name their Deployments themselves).
+func currentTarget(i int) string { return name(i) }
 
 func deployment(i int) *appsv1.Deployment {
 	labels := map[string]string{"app": name(i)}
@@ -491,8 +557,10 @@ func (r *runner) deleteModels(n int, only func(int) bool) {
 }
 
 // waitConverged waits until every model reached the step's state: deleted
-// models gone with their target released, the others done.
-func (r *runner) waitConverged(s step, n int) {
+// models gone, every Deployment the step releases with nothing of the
+// operator left on it and the replicas it had before the step, the others
+// done.
+func (r *runner) waitConverged(s step, n int, replicas map[string]int32) {
 	t := r.t
 	deadline := time.Now().Add(convergeWithin)
 	for {
@@ -502,15 +570,19 @@ func (r *runner) waitConverged(s step, n int) {
 			err := r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, m)
 			switch {
 			case s.gone && s.models(i):
-				d := &appsv1.Deployment{}
-				if err == nil || r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, d) != nil ||
-					rollout.PreloadEnv(d, "openmed-service") != nil {
-					pending = append(pending, name(i)+" (not released)")
+				if err == nil {
+					pending = append(pending, name(i)+" (not deleted)")
+				} else if why := r.released(name(i), replicas[name(i)]); why != "" {
+					pending = append(pending, why)
 				}
 			case err != nil:
 				pending = append(pending, name(i)+" "+err.Error())
 			case !s.done(m, i):
 				pending = append(pending, fmt.Sprintf("%s (%s %s %v)", name(i), m.Status.Phase, m.Status.ActiveVersion, conds(m)))
+			case s.released != nil && s.released(i) != "":
+				if why := r.released(s.released(i), replicas[s.released(i)]); why != "" {
+					pending = append(pending, why)
+				}
 			}
 		}
 		if len(pending) == 0 {
@@ -521,6 +593,63 @@ func (r *runner) waitConverged(s step, n int) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// released says what of the operator is still on the Deployment, or "": a
+// managedFields entry of its field manager (any operation), the preload
+// entry, an owner annotation, or other replicas than it had.
+func (r *runner) released(deployment string, replicas int32) string {
+	d := &appsv1.Deployment{}
+	if err := r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: deployment}, d); err != nil {
+		return deployment + ": " + err.Error()
+	}
+	var left []string
+	for _, e := range d.ManagedFields {
+		if e.Manager == rollout.DefaultFieldManager {
+			left = append(left, "managedFields entry "+string(e.Operation))
+		}
+	}
+	if rollout.PreloadEnv(d, "openmed-service") != nil {
+		left = append(left, "preload entry")
+	}
+	if d.Annotations[v1alpha1.ModelResourceAnnotation] != "" || d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] != "" {
+		left = append(left, "owner annotation")
+	}
+	if got := ptr.Deref(d.Spec.Replicas, 1); got != replicas {
+		left = append(left, fmt.Sprintf("replicas %d, had %d", got, replicas))
+	}
+	if len(left) == 0 {
+		return ""
+	}
+	return deployment + " not released (" + strings.Join(left, ", ") + ")"
+}
+
+// replicas are the replicas of every Deployment of the scenario now.
+func (r *runner) replicas(n int) map[string]int32 {
+	out := map[string]int32{}
+	for i := 0; i < n; i++ {
+		for _, name := range []string{name(i), retargetName(i)} {
+			d := &appsv1.Deployment{}
+			if err := r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name}, d); err != nil {
+				r.t.Fatal(err)
+			}
+			out[name] = ptr.Deref(d.Spec.Replicas, 1)
+		}
+	}
+	return out
+}
+
+// retarget points the models only selects at their second Deployment.
+func (r *runner) retarget(n int, only func(int) bool) {
+	r.edit(n, only, func(m *v1alpha1.OpenMedModel) {
+		m.Spec.TargetRef = &v1alpha1.TargetReference{Name: retargetName(indexOf(m.Name)), ContainerName: "openmed-service"}
+	})
+}
+
+func indexOf(model string) int {
+	var i int
+	_, _ = fmt.Sscanf(model, "model-%02d", &i)
+	return i
 }
 
 func conds(m *v1alpha1.OpenMedModel) []string {
@@ -706,9 +835,13 @@ func checkAudit(t *testing.T, reqs []harness.Request) {
 // a Deployment is one of contract §4's.
 func checkOwnedFields(t *testing.T, c client.Client, n int) {
 	t.Helper()
-	for i := 0; i < n; i++ {
+	for i := 0; i < 2*n; i++ {
+		dep := name(i / 2)
+		if i%2 == 1 {
+			dep = retargetName(i / 2)
+		}
 		d := &appsv1.Deployment{}
-		if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: name(i)}, d); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: dep}, d); err != nil {
 			t.Fatal(err)
 		}
 		for _, e := range d.ManagedFields {
