@@ -195,12 +195,12 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 	docker build -t $(IMG) .
 
 .PHONY: test
-test: clusterbin fluxbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool.
+test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool.
 	OPENMED_SCALE_STEADY=5s go test $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
 
 .PHONY: e2e
-e2e: clusterbin fluxbin ## Run only the end-to-end tests (local control plane, Flux, operator binary).
+e2e: clusterbin fluxbin argocdbin ## Run only the end-to-end tests (local control plane, Flux, Argo CD, operator binary).
 	go test $(GO_TEST_FLAGS) -v ./e2e/
 
 .PHONY: fuzz
@@ -220,28 +220,63 @@ chaos: testbin ## The fault suite in full: 12 models under API faults (3 seeds),
 	OPENMED_CHAOS=full go test -count=1 -timeout 90m -v -run TestChaos ./e2e/chaos | grep -v '^=== RUN'
 
 # Argo CD's own tests on our resource customization, as an upstream PR would
-# run them: argo-cd's module (without docs, ui and manifests) at
-# ARGOCD_VERSION with its nested gitops-engine module, our folder copied into
+# run them: argo-cd's module (without docs and manifests) at ARGOCD_VERSION
+# with its nested gitops-engine module, our folder copied into
 # resource_customizations/, the test-normalizer case of
 # health/argocd/upstream/test-normalizer.patch applied, the generated actions
 # list checked against health/argocd/UPSTREAM.md, then util/lua's
 # TestLuaHealthScript and TestLuaResourceActionsScript.
 ARGOCD_SRC := $(BIN)/argo-cd-$(ARGOCD_VERSION)
+ARGOCD_COPY := $(ARGOCD_SRC)/.done-with-ui
+
+# The copy of argo-cd's module both the upstream tests and the Argo CD build
+# use (building inside it keeps argo-cd's own replace directives).
+$(ARGOCD_COPY):
+	@echo ">> copying argo-cd $(ARGOCD_VERSION) from the module cache"
+	src="$$(go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	eng="$$(go mod download -json github.com/argoproj/argo-cd/gitops-engine/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	rm -rf $(ARGOCD_SRC) && mkdir -p $(ARGOCD_SRC)/docs/operator-manual; \
+	tar -C "$$src" --exclude=./docs --exclude=./manifests -cf - . | tar -C $(ARGOCD_SRC) -xf -; \
+	cp "$$src"/docs/operator-manual/resource_actions_builtin.md $(ARGOCD_SRC)/docs/operator-manual/; \
+	mkdir -p $(ARGOCD_SRC)/crds && cp "$$src"/manifests/crds/application-crd.yaml "$$src"/manifests/crds/appproject-crd.yaml $(ARGOCD_SRC)/crds/; \
+	cp -r "$$eng" $(ARGOCD_SRC)/gitops-engine; \
+	chmod -R u+w $(ARGOCD_SRC); \
+	cp $(ARGOCD_SRC)/util/lua/custom_actions_test.go $(ARGOCD_SRC)/.custom_actions_test.go.orig; \
+	cp $(ARGOCD_SRC)/docs/operator-manual/resource_actions_builtin.md $(ARGOCD_SRC)/.actions-before.md
+	touch $@
+
+# Argo CD itself: the multi-call `argocd` binary (run as
+# argocd-application-controller, argocd-repo-server, argocd-server and the
+# CLI), its Application and AppProject CRDs as the module ships them, and
+# the git-verify-wrapper.sh its repo server runs. Built inside the copy.
+ARGOCD_DIR := $(BIN)/argocd-$(ARGOCD_VERSION)
+ARGOCD := $(ARGOCD_DIR)/argocd
+export OPENMED_ARGOCD_DIR := $(ARGOCD_DIR)
+
+.PHONY: argocdbin
+argocdbin: $(ARGOCD) redis ## Build Argo CD from its Go module into bin/ (cached) and make sure redis-server is installed.
+
+$(ARGOCD): $(ARGOCD_COPY)
+	@mkdir -p $(@D)/crds
+	@echo ">> building Argo CD $(ARGOCD_VERSION) from its Go module (first time: several minutes)"
+	cd $(ARGOCD_SRC) && go build -trimpath -ldflags="-s -X github.com/argoproj/argo-cd/v3/common.version=$(ARGOCD_VERSION:v%=%)" -o $@.tmp ./cmd
+	cp $(ARGOCD_SRC)/crds/*.yaml $(@D)/crds/
+	cp $(ARGOCD_SRC)/hack/git-verify-wrapper.sh $(@D)/ && chmod +x $(@D)/git-verify-wrapper.sh
+	mv $@.tmp $@
+
+# Redis, which Argo CD's controller and API server need: the real server
+# from Debian's package (installed when missing; CI runs as root).
+.PHONY: redis
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo ">> installing Debian's redis-server"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@# The package starts a system redis on port 6379; the tests run their own.
+	@if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then systemctl stop redis-server; fi
+	@if pgrep -x redis-server >/dev/null && [ -f /etc/init.d/redis-server ]; then /etc/init.d/redis-server stop >/dev/null 2>&1 || true; fi
 
 .PHONY: argocd-upstream
-argocd-upstream: ## Run Argo CD's own Lua health and action tests with our folder in resource_customizations/.
-	@if [ ! -f $(ARGOCD_SRC)/.done ]; then \
-		echo ">> copying argo-cd $(ARGOCD_VERSION) from the module cache"; \
-		src="$$(go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
-		eng="$$(go mod download -json github.com/argoproj/argo-cd/gitops-engine/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
-		rm -rf $(ARGOCD_SRC) && mkdir -p $(ARGOCD_SRC)/docs/operator-manual; \
-		tar -C "$$src" --exclude=./docs --exclude=./ui --exclude=./manifests -cf - . | tar -C $(ARGOCD_SRC) -xf -; \
-		cp "$$src"/docs/operator-manual/resource_actions_builtin.md $(ARGOCD_SRC)/docs/operator-manual/; \
-		cp -r "$$eng" $(ARGOCD_SRC)/gitops-engine; \
-		chmod -R u+w $(ARGOCD_SRC); \
-		cp $(ARGOCD_SRC)/util/lua/custom_actions_test.go $(ARGOCD_SRC)/.custom_actions_test.go.orig; \
-		cp $(ARGOCD_SRC)/docs/operator-manual/resource_actions_builtin.md $(ARGOCD_SRC)/.actions-before.md; \
-		touch $(ARGOCD_SRC)/.done; fi
+argocd-upstream: $(ARGOCD_COPY) ## Run Argo CD's own Lua health and action tests with our folder in resource_customizations/.
 	rm -rf $(ARGOCD_SRC)/resource_customizations/openmed.ai
 	cp -r health/argocd/resource_customizations/openmed.ai $(ARGOCD_SRC)/resource_customizations/
 	cp $(ARGOCD_SRC)/.custom_actions_test.go.orig $(ARGOCD_SRC)/util/lua/custom_actions_test.go

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
@@ -74,6 +76,110 @@ func TestDeletion(t *testing.T) {
 	if isGone(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: modelName + "-config"}}) {
 		t.Error("the chart's own ConfigMap was deleted")
 	}
+}
+
+// TestDeletionAfterRetarget: the model moves to a second Deployment, then
+// is deleted. The real Deployment controller writes each Deployment's
+// status right after the release's template change, between the release's
+// two requests; each release is finished all the same: the previous target
+// once the retarget settled, the new one once the model is gone, both with
+// nothing of the operator left and their replicas kept.
+func TestDeletionAfterRetarget(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	readyModel(t, ns, v1, "", nil)
+	const second = modelName + "-b"
+	createSecondTarget(t, ns, second)
+
+	m := read(t, ns).m
+	base := m.DeepCopy()
+	m.Spec.TargetRef.Name = second
+	if err := k8s.Patch(ctx, m, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "serving from the second Deployment, the first released", func() (bool, string) {
+		s := read(t, ns)
+		d := deploymentNamed(t, ns, second)
+		return s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.TargetName == second && settled(d) && pointer(d) != nil &&
+				releasedDeployment(t, ns, modelName, 2) == "",
+			fmt.Sprintf("%s; first: %s", s, releasedDeployment(t, ns, modelName, 2))
+	})
+	if err := k8s.Delete(ctx, read(t, ns).m); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "model gone", func() (bool, string) { return isGone(t, m), "still there" })
+	// The finalizer goes only once nothing of the operator is left; the
+	// pods of the released template then roll out.
+	eventually(t, "both Deployments released and rolled out", func() (bool, string) {
+		why := releasedDeployment(t, ns, modelName, 2) + releasedDeployment(t, ns, second, 2)
+		return why == "", why
+	})
+}
+
+// createSecondTarget creates the chart's Deployment once more under name,
+// with labels and a selector of its own, as field manager helm.
+func createSecondTarget(t *testing.T, ns, name string) {
+	t.Helper()
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := fromUnstructured(u, d); err != nil {
+			t.Fatal(err)
+		}
+		d.Namespace, d.Name = ns, name
+		d.Spec.Selector.MatchLabels["app.kubernetes.io/instance"] = name
+		d.Spec.Template.Labels["app.kubernetes.io/instance"] = name
+		if err := k8s.Create(context.Background(), d, client.FieldOwner(helmManager)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func deploymentNamed(t *testing.T, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// releasedDeployment says what of the operator is left on the Deployment,
+// or "" when nothing is and it rolled out with replicas kept.
+func releasedDeployment(t *testing.T, ns, name string, replicas int32) string {
+	t.Helper()
+	d := deploymentNamed(t, ns, name)
+	var left []string
+	for _, mf := range d.ManagedFields {
+		if mf.Manager == rollout.DefaultFieldManager {
+			left = append(left, "managedFields entry "+string(mf.Operation))
+		}
+	}
+	if pointer(d) != nil {
+		left = append(left, "preload entry")
+	}
+	if d.Annotations[v1alpha1.ModelResourceAnnotation] != "" || d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] != "" ||
+		d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != "" {
+		left = append(left, "an annotation of the operator")
+	}
+	if got := ptr.Deref(d.Spec.Replicas, 0); got != replicas {
+		left = append(left, fmt.Sprintf("replicas %d, want %d kept", got, replicas))
+	}
+	if !settled(d) {
+		left = append(left, "not rolled out")
+	}
+	if len(left) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("Deployment %s not released: %v", name, left)
 }
 
 // TestGarbageCollection: with no operator running (uninstalled, say) and its

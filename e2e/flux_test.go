@@ -32,7 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
@@ -75,7 +75,7 @@ func TestFlux(t *testing.T) {
 	rev1 := rig.src.publish(t, repoTree(t, good))
 	rig.src.create(t)
 	for _, name := range []string{"app-kustomization.yaml", "models-kustomization.yaml"} {
-		rig.createKustomization(t, filepath.Join(demo.ExamplesDir(), "flux", name), ns)
+		rig.createKustomization(t, filepath.Join(localrun.ExamplesDir(), "flux", name), ns)
 	}
 	ks := rig.waitKustomization(t, modelsKs, "Ready at "+rev1, func(ks *unstructured.Unstructured) bool {
 		return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev1
@@ -213,7 +213,7 @@ func startFlux(t *testing.T) *fluxRig {
 		}
 		logFile.Close()
 		if t.Failed() {
-			t.Logf("kustomize-controller log:\n%s", demo.Tail(logPath, 40))
+			t.Logf("kustomize-controller log:\n%s", localrun.Tail(logPath, 40))
 		}
 	})
 	return rig
@@ -260,7 +260,7 @@ func installCRDs(t *testing.T, dir string) {
 // version with a short progress deadline.
 func repoTree(t *testing.T, version string) map[string][]byte {
 	t.Helper()
-	objs, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.TargetExample))
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,9 +276,9 @@ func repoTree(t *testing.T, version string) map[string][]byte {
 		app.WriteString("---\n")
 		app.Write(data)
 	}
-	models, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+	models, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 	if err != nil || len(models) != 1 {
-		t.Fatalf("%s: %v", demo.ModelExample, err)
+		t.Fatalf("%s: %v", localrun.ModelExample, err)
 	}
 	m := models[0].Object
 	if err := unstructured.SetNestedField(m, version, "spec", "version"); err != nil {

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 	"github.com/openmed/openmed-operator/pkg/testenv"
@@ -62,7 +62,7 @@ func newNamespace(t *testing.T) string {
 // Deployment.
 func createTarget(t *testing.T, ns string, mutate func(*appsv1.Deployment)) {
 	t.Helper()
-	objs, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.TargetExample))
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func readyModel(t *testing.T, ns, version, operator string, mutate func(*appsv1.
 type state struct {
 	m    *v1alpha1.OpenMedModel
 	d    *appsv1.Deployment
-	snap demo.Snapshot
+	snap localrun.Snapshot
 }
 
 func (s state) String() string { return s.snap.String() }
@@ -132,7 +132,7 @@ func read(t *testing.T, ns string) state {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: modelName}, s.d); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := demo.Observe(s.m, s.d)
+	snap, err := localrun.Observe(s.m, s.d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func waitState(t *testing.T, ns, what string, cond func(state) bool) state {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s\nshared operator log:\n%s", waitTimeout, what, s, demo.Tail(shared.LogPath(), 20))
+			t.Fatalf("timed out after %s waiting for %s; last state: %s\nshared operator log:\n%s", waitTimeout, what, s, localrun.Tail(shared.LogPath(), 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

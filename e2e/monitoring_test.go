@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
@@ -37,7 +37,7 @@ func TestMonitoringQueriesUseExposedMetrics(t *testing.T) {
 	ctx := context.Background()
 	// With leader election, as the install bundle runs it, in a Lease of
 	// its own (the selector names it).
-	op, err := demo.StartOperator(demo.OperatorConfig{
+	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary:     operatorBinary,
 		Kubeconfig: operatorKubeconfig,
 		LogPath:    filepath.Join(workDir, "operator-monitoring.log"),
@@ -120,7 +120,7 @@ func hasReason(m *v1alpha1.OpenMedModel, reason string) bool {
 
 func readYAML(t *testing.T, name string, into any) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(demo.ExamplesDir(), "monitoring", name))
+	data, err := os.ReadFile(filepath.Join(localrun.ExamplesDir(), "monitoring", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ type query struct{ where, expr string }
 // rules' alerts.
 func monitoringQueries(t *testing.T) []query {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(demo.ExamplesDir(), "monitoring", "grafana-dashboard.json"))
+	data, err := os.ReadFile(filepath.Join(localrun.ExamplesDir(), "monitoring", "grafana-dashboard.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/cmd/kubectl-openmed/cli"
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/preview"
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -160,7 +160,7 @@ func TestPlanMatchesAct(t *testing.T) {
 	if !strings.HasPrefix(res.OnFailure, "roll back to "+v1) {
 		t.Errorf("on failure of %s: %q", brokenVersion, res.OnFailure)
 	}
-	brokenHash, err := demo.ManifestHashOf(m, brokenVersion)
+	brokenHash, err := localrun.ManifestHashOf(m, brokenVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

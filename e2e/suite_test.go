@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
@@ -47,7 +47,7 @@ var (
 	bundleNamespace    string
 	workDir            string
 	// shared is the operator for models without operatorLabel.
-	shared *demo.Operator
+	shared *localrun.Operator
 )
 
 func TestMain(m *testing.M) {
@@ -107,8 +107,8 @@ func setUp() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	build := exec.CommandContext(ctx, "go", "build", "-o", workDir+string(filepath.Separator),
-		demo.OperatorPackage, "github.com/openmed/openmed-operator/cmd/openmed-demo")
-	build.Dir = demo.ModuleRoot()
+		localrun.OperatorPackage, "github.com/openmed/openmed-operator/cmd/openmed-demo")
+	build.Dir = localrun.ModuleRoot()
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	// The toolchain running the tests builds the binaries.
 	build.Env = append(os.Environ(), "GOTOOLCHAIN="+runtime.Version())
@@ -122,7 +122,7 @@ func setUp() error {
 	if err != nil {
 		return err
 	}
-	brokenHash, err := demo.ManifestHashOf(model, brokenVersion)
+	brokenHash, err := localrun.ManifestHashOf(model, brokenVersion)
 	if err != nil {
 		return err
 	}
@@ -141,13 +141,13 @@ func setUp() error {
 	if k8s, err = client.NewWithWatch(cluster.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
-	bundle, err := demo.InstallBundle(ctx, k8s, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
+	bundle, err := localrun.InstallBundle(ctx, k8s, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
 	if err != nil {
 		return err
 	}
 	bundleNamespace = bundle.ServiceAccount.Namespace
 	operatorKubeconfig = filepath.Join(workDir, "operator.kubeconfig")
-	if err := demo.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), operatorKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
+	if err := localrun.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), operatorKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
 		return err
 	}
 	shared, err = launchOperator(ctx, "shared", "!"+operatorLabel)
@@ -156,8 +156,8 @@ func setUp() error {
 
 // launchOperator starts an operator for the models matching selector and
 // waits until it is ready.
-func launchOperator(ctx context.Context, name, selector string) (*demo.Operator, error) {
-	op, err := demo.StartOperator(demo.OperatorConfig{
+func launchOperator(ctx context.Context, name, selector string) (*localrun.Operator, error) {
+	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary:     operatorBinary,
 		Kubeconfig: operatorKubeconfig,
 		LogPath:    filepath.Join(workDir, "operator-"+name+".log"),
@@ -184,5 +184,5 @@ func requireCluster(t *testing.T) {
 
 // exampleModel is examples/openmedmodel.yaml.
 func exampleModel() (*v1alpha1.OpenMedModel, error) {
-	return demo.ReadModel(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+	return localrun.ReadModel(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 }

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
 // stageWidth pads stage names so the lines of a CI log line up.
@@ -43,7 +43,7 @@ type result struct {
 	took    time.Duration
 	// final is the model's state at the end of the stage; nil for set-up
 	// stages and stages that did not run.
-	final *demo.Snapshot
+	final *localrun.Snapshot
 	note  string
 }
 

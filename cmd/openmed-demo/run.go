@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
@@ -43,17 +43,17 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 
 	examples := o.examplesDir
 	if examples == "" {
-		examples = demo.ExamplesDir()
+		examples = localrun.ExamplesDir()
 	}
-	model, err := demo.ReadModel(filepath.Join(examples, demo.ModelExample))
+	model, err := localrun.ReadModel(filepath.Join(examples, localrun.ModelExample))
 	if err != nil {
 		return err
 	}
-	target, err := demo.ReadObjects(filepath.Join(examples, demo.TargetExample))
+	target, err := localrun.ReadObjects(filepath.Join(examples, localrun.TargetExample))
 	if err != nil {
 		return err
 	}
-	brokenHash, err := demo.ManifestHashOf(model, o.brokenVersion)
+	brokenHash, err := localrun.ManifestHashOf(model, o.brokenVersion)
 	if err != nil {
 		return fmt.Errorf("broken version: %w", err)
 	}
@@ -104,7 +104,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	}
 
 	// The bundle, minus the operator Deployment: the operator runs here.
-	bundle, err := demo.InstallBundle(ctx, c, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
+	bundle, err := localrun.InstallBundle(ctx, c, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
 	if err != nil {
 		return fmt.Errorf("install kustomize/%s: %w", kustomize.DefaultOverlay, err)
 	}
@@ -118,15 +118,15 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	binary := o.operatorBinary
 	if binary == "" {
 		p.line("operator", "building cmd/openmed-operator")
-		if binary, err = demo.BuildOperator(ctx, workDir); err != nil {
+		if binary, err = localrun.BuildOperator(ctx, workDir); err != nil {
 			return err
 		}
 	}
 	saKubeconfig := filepath.Join(workDir, "operator.kubeconfig")
-	if err := demo.WriteImpersonatingKubeconfig(kubeconfig, saKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
+	if err := localrun.WriteImpersonatingKubeconfig(kubeconfig, saKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
 		return err
 	}
-	op, err := demo.StartOperator(demo.OperatorConfig{
+	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary:     binary,
 		Kubeconfig: saKubeconfig,
 		LogPath:    filepath.Join(workDir, "openmed-operator.log"),
@@ -145,7 +145,7 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return err
 	}
 	setup.done("operator", fmt.Sprintf("openmed-operator started, pid %d, as %s (log %s)",
-		op.PID(), demo.ServiceAccountUser(bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name), op.LogPath()))
+		op.PID(), localrun.ServiceAccountUser(bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name), op.LogPath()))
 
 	s := &story{
 		p:              p,
@@ -178,6 +178,6 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	case <-ctx.Done():
 		return nil
 	case <-op.Done():
-		return fmt.Errorf("openmed-operator exited; last lines of %s:\n%s", op.LogPath(), demo.Tail(op.LogPath(), 15))
+		return fmt.Errorf("openmed-operator exited; last lines of %s:\n%s", op.LogPath(), localrun.Tail(op.LogPath(), 15))
 	}
 }

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -84,7 +84,7 @@ func faultMix(seed uint64) harness.Faults {
 func TestChaos(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	cfg := config()
-	bin, err := demo.BuildOperator(context.Background(), t.TempDir())
+	bin, err := localrun.BuildOperator(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,19 +392,19 @@ type runner struct {
 	rnd        *rand.Rand
 
 	mu       sync.Mutex
-	ops      []*demo.Operator
+	ops      []*localrun.Operator
 	n        int
 	restarts int
 }
 
 // start launches one operator replica with leader election and a short
 // lease, as a Deployment with replicas would run it.
-func (r *runner) start() *demo.Operator {
+func (r *runner) start() *localrun.Operator {
 	r.mu.Lock()
 	r.n++
 	n := r.n
 	r.mu.Unlock()
-	op, err := demo.StartOperator(demo.OperatorConfig{
+	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary: r.bin, Kubeconfig: r.kubeconfig, LogPath: filepath.Join(r.dir, fmt.Sprintf("operator-%d.log", n)),
 		Args: []string{"--log-level=info", "--log-encoding=console", "--enable-leader-election",
 			"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
@@ -487,9 +487,9 @@ func (r *runner) handoverOnce(stop <-chan struct{}) {
 }
 
 // leader is the replica whose /metrics says it leads.
-func (r *runner) leader() *demo.Operator {
+func (r *runner) leader() *localrun.Operator {
 	r.mu.Lock()
-	ops := append([]*demo.Operator(nil), r.ops...)
+	ops := append([]*localrun.Operator(nil), r.ops...)
 	r.mu.Unlock()
 	for _, op := range ops {
 		select {

@@ -37,7 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/testenv"
@@ -85,7 +85,7 @@ func sizes(t *testing.T) []int {
 // the ratios between the smallest and the largest.
 func TestScale(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
-	bin, err := demo.BuildOperator(context.Background(), t.TempDir())
+	bin, err := localrun.BuildOperator(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func run(t *testing.T, bin string, n int) result {
 	})
 
 	r := result{n: n}
-	op, err := demo.StartOperator(demo.OperatorConfig{Binary: bin, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
+	op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
 		Args: []string{"--log-level=error"}})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
@@ -70,13 +70,13 @@ type fixture struct {
 }
 
 func run(ctx context.Context, dir, ecoDir string) (n int, err error) {
-	example, err := demo.ReadModel(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+	example, err := localrun.ReadModel(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 	if err != nil {
 		return 0, err
 	}
 	r := &rig{v1: example.Spec.Version, v2: strings.TrimSuffix(example.Spec.Version, "-v1") + "-v2",
 		broken: strings.TrimSuffix(example.Spec.Version, "-v1") + "-never-ready"}
-	brokenHash, err := demo.ManifestHashOf(example, r.broken)
+	brokenHash, err := localrun.ManifestHashOf(example, r.broken)
 	if err != nil {
 		return 0, err
 	}
@@ -106,26 +106,26 @@ func run(ctx context.Context, dir, ecoDir string) (n int, err error) {
 	if r.c, err = client.NewWithWatch(cluster.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
 		return 0, err
 	}
-	bundle, err := demo.InstallBundle(ctx, r.c, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
+	bundle, err := localrun.InstallBundle(ctx, r.c, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
 	if err != nil {
 		return 0, err
 	}
 	kubeconfig := filepath.Join(work, "operator.kubeconfig")
-	if err := demo.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), kubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
+	if err := localrun.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), kubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
 		return 0, err
 	}
-	bin, err := demo.BuildOperator(ctx, work)
+	bin, err := localrun.BuildOperator(ctx, work)
 	if err != nil {
 		return 0, err
 	}
-	op, err := demo.StartOperator(demo.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig, LogPath: filepath.Join(work, "operator.log"),
+	op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig, LogPath: filepath.Join(work, "operator.log"),
 		Args: []string{"--log-encoding=console"}})
 	if err != nil {
 		return 0, err
 	}
 	defer func() {
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "operator log:\n%s\n", demo.Tail(op.LogPath(), 30))
+			fmt.Fprintf(os.Stderr, "operator log:\n%s\n", localrun.Tail(op.LogPath(), 30))
 		}
 		err = errors.Join(err, op.Stop(10*time.Second))
 	}()
@@ -460,7 +460,7 @@ func (r *rig) annotate(ctx context.Context, k types.NamespacedName, key, value s
 // createTarget creates examples/target-deployment.yaml as name, with its
 // own selector, as field manager helm (client-side, as Helm 3 writes).
 func (r *rig) createTarget(ctx context.Context, k types.NamespacedName, mutate func(*appsv1.Deployment)) error {
-	objs, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.TargetExample))
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
 	if err != nil {
 		return err
 	}
@@ -515,7 +515,7 @@ func (r *rig) awaitDeployment(ctx context.Context, k types.NamespacedName, what 
 // exampleSpec is examples/openmedmodel.yaml's spec pointed at Deployment
 // name.
 func exampleSpec(name string) (map[string]any, error) {
-	objs, err := demo.ReadObjects(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package demo_test
+package localrun_test
 
 import (
 	"path/filepath"
@@ -13,7 +13,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 
-	"github.com/openmed/openmed-operator/cmd/openmed-demo/demo"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/health"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -68,7 +68,7 @@ func TestObserve(t *testing.T) {
 					{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse, Reason: "ProgressDeadlineExceeded"},
 				}},
 			}
-			s, err := demo.Observe(m, d)
+			s, err := localrun.Observe(m, d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestWriteImpersonatingKubeconfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(dir, "operator.kubeconfig")
-	if err := demo.WriteImpersonatingKubeconfig(src, dst, "openmed-system", "openmed-operator"); err != nil {
+	if err := localrun.WriteImpersonatingKubeconfig(src, dst, "openmed-system", "openmed-operator"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := clientcmd.LoadFromFile(dst)
@@ -118,22 +118,22 @@ func TestWriteImpersonatingKubeconfig(t *testing.T) {
 }
 
 func TestManifestHashOfSelectsVersion(t *testing.T) {
-	m, err := demo.ReadModel(filepath.Join(demo.ExamplesDir(), demo.ModelExample))
+	m, err := localrun.ReadModel(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := demo.ManifestHashOf(m, "OpenMed/a")
+	a, err := localrun.ManifestHashOf(m, "OpenMed/a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := demo.ManifestHashOf(m, "OpenMed/b")
+	b, err := localrun.ManifestHashOf(m, "OpenMed/b")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a == b || !strings.HasPrefix(a, "sha256:") {
 		t.Errorf("hashes %s and %s", a, b)
 	}
-	if _, err := demo.ManifestHashOf(m, "/not a version"); err == nil {
+	if _, err := localrun.ManifestHashOf(m, "/not a version"); err == nil {
 		t.Error("an invalid version gave a hash")
 	}
 }

@@ -1,4 +1,4 @@
-package demo
+package localrun
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ const OperatorPackage = "github.com/openmed/openmed-operator/cmd/openmed-operato
 // source file, so a build works from any working directory.
 func ModuleRoot() string {
 	_, file, _, _ := goruntime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // BuildOperator builds the openmed-operator binary into dir the way the

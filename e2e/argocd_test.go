@@ -1,0 +1,446 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
+)
+
+// argoDeadlineSeconds is the models' progress deadline in TestArgoCD.
+const argoDeadlineSeconds = 15
+
+// quietWindow is how long each step watches for a sync loop after it
+// settled: longer than one reconciliation, so a self-heal (which follows a
+// resource change at once) or a periodic comparison would show.
+const quietWindow = reconciliation + 5*time.Second
+
+// argoLayout is one way of putting the models in an Application.
+type argoLayout struct {
+	name string
+	// withDeployment: the Application also holds the Deployment (the
+	// chart's, without spec.replicas, which the model sets).
+	withDeployment bool
+	// serverSideApply adds ServerSideApply=true to the sync options.
+	serverSideApply bool
+}
+
+// TestArgoCD runs a real Argo CD (application controller, repo server, API
+// server and CLI, built from its Go module at the pinned version) against
+// the suite's cluster and operator, with the published argocd-cm health
+// check and actions and Application settings, and the model files pushed
+// to a Git server on loopback. For each layout — the models alone, the
+// Deployment and the model in one Application with automated sync and
+// self-heal, the same with ServerSideApply=true — it measures and checks
+// what Argo CD shows through a model's lifecycle: Synced and Healthy
+// "Serving v1", an upgrade, a never-ready version (Degraded with the failed
+// and the serving version, the Application's health while the operator
+// rolls back and after), the revert, every resource action run through
+// argocd-server's API, an HPA-style scale-up, and, after each step, a quiet
+// window with no sync operation and no drift correction.
+func TestArgoCD(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+	rig := startArgoCD(t)
+	for _, l := range []argoLayout{
+		{name: "models"},
+		{name: "with-deployment", withDeployment: true},
+		{name: "with-deployment-ssa", withDeployment: true, serverSideApply: true},
+	} {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			runArgoLayout(t, rig, l)
+		})
+	}
+}
+
+// argoFlow is one layout's Application, its repository and its model.
+type argoFlow struct {
+	t     *testing.T
+	rig   *argoRig
+	l     argoLayout
+	ns    string
+	app   string
+	repo  string
+	model map[string]any
+	syncs *syncCounter
+}
+
+func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
+	f := &argoFlow{t: t, rig: rig, l: l, ns: newNamespace(t), app: "openmed-" + l.name, repo: "models-" + l.name}
+	url := rig.git.repo(t, f.repo)
+	if !l.withDeployment {
+		// The Deployment is applied otherwise (a Helm release, another
+		// Application).
+		createTarget(t, f.ns, func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = warmUpSeconds })
+	}
+	f.model = argoModel(t)
+	start := time.Now()
+	rig.git.commit(t, f.repo, "openmed-service v1", f.files())
+	createApplication(t, f.app, url, ".", f.ns, func(spec map[string]any) {
+		if l.serverSideApply {
+			policy := spec["syncPolicy"].(map[string]any)
+			policy["syncOptions"] = append(policy["syncOptions"].([]any), "ServerSideApply=true")
+		}
+	})
+	f.syncs = watchSyncs(t, f.app)
+
+	// First commit: Synced and Healthy, the model's health with the
+	// operator's message.
+	s := f.await("Synced and Healthy, serving v1", func(s appState) bool {
+		return s.sync == "Synced" && s.health == "Healthy" && s.modelHealth == "Healthy" && s.modelMessage == "Serving "+v1
+	})
+	t.Logf("first commit -> Healthy in %s: %s", time.Since(start).Round(100*time.Millisecond), s)
+	f.quiet("first commit")
+	f.appGet("Healthy")
+
+	// An upgrade.
+	committed := f.commitVersion(v2)
+	f.await("Healthy, serving v2", func(s appState) bool {
+		return s.sync == "Synced" && s.health == "Healthy" && s.modelMessage == "Serving "+v2
+	})
+	t.Logf("upgrade commit -> Healthy in %s", time.Since(committed).Round(100*time.Millisecond))
+	f.quiet("upgrade")
+
+	// A never-ready version: Degraded with the failed and the serving
+	// version once the operator rolled back; what the Application shows
+	// meanwhile.
+	committed = f.commitVersion(brokenVersion)
+	seen := f.record()
+	s = f.await("the model Degraded after the rollback", func(s appState) bool {
+		return s.modelHealth == "Degraded" && strings.Contains(s.modelMessage, brokenVersion) && strings.Contains(s.modelMessage, "serving the retained "+v2)
+	})
+	t.Logf("never-ready commit -> Degraded in %s: %s", time.Since(committed).Round(100*time.Millisecond), s)
+	if s.health != "Degraded" {
+		t.Errorf("the Application's health is %s while its model is Degraded", s.health)
+	}
+	t.Logf("the Application's health after the never-ready commit, in order: %s", strings.Join(seen.stop(), " -> "))
+	f.quiet("never-ready version")
+	f.appGet("Degraded")
+
+	// The revert.
+	committed = f.commitVersion(v2)
+	f.await("Healthy again after the revert", func(s appState) bool {
+		return s.sync == "Synced" && s.health == "Healthy" && s.modelMessage == "Serving "+v2
+	})
+	t.Logf("revert commit -> Healthy in %s", time.Since(committed).Round(100*time.Millisecond))
+	f.quiet("revert")
+
+	// The resource actions, through argocd-server's API.
+	f.action("rollback")
+	f.await("held at v1 by the rollback action", func(s appState) bool {
+		return s.modelHealth == "Degraded" && strings.Contains(s.modelMessage, "Held at "+v1)
+	})
+	f.quiet("rollback action")
+	f.action("retry")
+	f.await("the desired version again after retry", func(s appState) bool {
+		return s.health == "Healthy" && s.modelMessage == "Serving "+v2
+	})
+	if m := read(t, f.ns).m; m.Annotations[v1alpha1.RollbackToAnnotation] != "" {
+		t.Errorf("retry left %s=%s", v1alpha1.RollbackToAnnotation, m.Annotations[v1alpha1.RollbackToAnnotation])
+	}
+	f.quiet("retry action")
+	f.action("suspend")
+	f.await("Suspended", func(s appState) bool { return s.modelHealth == "Suspended" })
+	// What self-heal does with spec.suspend: the published model file
+	// does not set it, so the field is not Git's, and Argo CD keeps it.
+	time.Sleep(quietWindow)
+	if m := read(t, f.ns).m; !m.Spec.Suspend {
+		t.Logf("self-heal reverted spec.suspend to Git")
+	} else {
+		t.Logf("self-heal kept spec.suspend: true (the file does not set the field): %s", readApp(t, f.app, modelName))
+	}
+	f.action("resume")
+	f.await("Healthy after resume", func(s appState) bool { return s.health == "Healthy" && s.modelMessage == "Serving "+v2 })
+	f.quiet("suspend and resume actions")
+
+	// An HPA takes the replicas: the model leaves them out, then the scale
+	// subresource goes 2 -> 4. The Application is never Degraded.
+	delete(f.model["spec"].(map[string]any), "replicas")
+	f.commit("leave replicas to an HPA")
+	f.await("synced without replicas", func(s appState) bool {
+		m := read(t, f.ns).m
+		return s.sync == "Synced" && s.health == "Healthy" && m.Spec.Replicas == nil && m.Status.ObservedGeneration == m.Generation
+	})
+	seen = f.record()
+	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 4}}
+	if err := k8s.SubResource("scale").Update(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: modelName}},
+		client.WithSubResourceBody(scale), client.FieldOwner("kube-controller-manager")); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f.ns, "4 pods available", func(s state) bool { return ptr.Deref(s.d.Spec.Replicas, 0) == 4 && settled(s.d) })
+	f.await("Healthy after the scale-up", func(s appState) bool { return s.health == "Healthy" })
+	healths := seen.stop()
+	t.Logf("the Application's health through the scale-up: %s", strings.Join(healths, " -> "))
+	progressing := false
+	for _, h := range healths {
+		if strings.HasPrefix(h, "Degraded") {
+			t.Errorf("the Application was Degraded during a scale-up: %v", healths)
+			break
+		}
+		progressing = progressing || strings.HasPrefix(h, "Progressing")
+	}
+	if !progressing {
+		t.Errorf("the Application never showed the scale-up (minReadySeconds %d): %v", warmUpSeconds, healths)
+	}
+	f.quiet("HPA scale-up")
+}
+
+// argoModel is examples/openmedmodel.yaml at v1 with the suite's progress
+// deadline.
+func argoModel(t *testing.T) map[string]any {
+	t.Helper()
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%s: %v", localrun.ModelExample, err)
+	}
+	m := objs[0].Object
+	unstructured.RemoveNestedField(m, "metadata", "namespace")
+	_ = unstructured.SetNestedField(m, v1, "spec", "version")
+	_ = unstructured.SetNestedField(m, int64(argoDeadlineSeconds), "spec", "rolloutStrategy", "progressDeadlineSeconds")
+	return m
+}
+
+// files is the repository's content: the model and, for the layouts that
+// hold it, the chart's Deployment (without spec.replicas, which the model
+// sets, and with minReadySeconds) and ConfigMap.
+func (f *argoFlow) files() map[string][]byte {
+	model, err := yaml.Marshal(f.model)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	files := map[string][]byte{"openmedmodel.yaml": model}
+	if f.l.withDeployment {
+		objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		var app []byte
+		for _, u := range objs {
+			u.SetNamespace("")
+			if u.GetKind() == "Deployment" {
+				unstructured.RemoveNestedField(u.Object, "spec", "replicas")
+				// A model server that warms up: new pods count as
+				// available only after this, so a scale-up takes as long.
+				_ = unstructured.SetNestedField(u.Object, int64(warmUpSeconds), "spec", "minReadySeconds")
+			}
+			data, err := yaml.Marshal(u.Object)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			app = append(app, "---\n"...)
+			app = append(app, data...)
+		}
+		files["target.yaml"] = app
+	}
+	return files
+}
+
+func (f *argoFlow) commit(message string) time.Time {
+	f.rig.git.commit(f.t, f.repo, message, f.files())
+	return time.Now()
+}
+
+func (f *argoFlow) commitVersion(version string) time.Time {
+	_ = unstructured.SetNestedField(f.model, version, "spec", "version")
+	return f.commit("openmed-service " + version)
+}
+
+// await polls the Application until cond holds.
+func (f *argoFlow) await(what string, cond func(appState) bool) appState {
+	f.t.Helper()
+	var s appState
+	eventually(f.t, f.app+": "+what, func() (bool, string) {
+		s = readApp(f.t, f.app, modelName)
+		return cond(s), s.String()
+	})
+	return s
+}
+
+// quiet checks that no sync loop runs once a step settled: over the quiet
+// window neither Argo CD nor the operator changes the Deployment's or the
+// model's spec (their generations stay), and the operator corrects no
+// field. Argo CD's sync operations in the window are counted and logged
+// with what each applied: right after a sync, Argo CD's comparison can still
+// read the object from before it and self-heal the model once more with the
+// same revision, which changes nothing.
+func (f *argoFlow) quiet(step string) {
+	f.t.Helper()
+	f.await("no sync operation running", func(s appState) bool { return s.operationPhase != "Running" && s.sync == "Synced" })
+	syncs := f.syncs.count()
+	drift := f.corrections()
+	before := read(f.t, f.ns)
+	time.Sleep(quietWindow)
+	after := read(f.t, f.ns)
+	if after.d.Generation != before.d.Generation || after.m.Generation != before.m.Generation {
+		f.t.Errorf("after %s: in %s of quiet the Deployment went from generation %d to %d and the model from %d to %d",
+			step, quietWindow, before.d.Generation, after.d.Generation, before.m.Generation, after.m.Generation)
+	}
+	if n := f.corrections() - drift; n != 0 {
+		f.t.Errorf("after %s: the operator corrected %d fields in %s of quiet: %v", step, n, quietWindow, eventMessages(f.t, f.ns, v1alpha1.DriftCorrectedReason))
+	}
+	added := f.syncs.list()[syncs:]
+	f.t.Logf("after %s: %d sync operations in all, %d in the %s quiet window %v; the spec of the Deployment and the model unchanged; %d operator corrections in all",
+		step, len(f.syncs.list()), len(added), quietWindow, added, drift)
+}
+
+// corrections counts the operator's DriftCorrected and FieldReplaced
+// events for the model.
+func (f *argoFlow) corrections() int {
+	return len(eventMessages(f.t, f.ns, v1alpha1.DriftCorrectedReason)) + len(eventMessages(f.t, f.ns, v1alpha1.FieldReplacedReason))
+}
+
+// action runs a resource action on the model with `argocd app actions run`.
+func (f *argoFlow) action(name string) {
+	f.t.Helper()
+	out, err := f.rig.cli(f.t, "app", "actions", "run", f.app, name, "--kind", "OpenMedModel", "--group", "openmed.ai",
+		"--resource-name", modelName, "--namespace", f.ns)
+	if err != nil {
+		f.t.Fatalf("argocd app actions run %s: %v\n%s", name, err, out)
+	}
+}
+
+// appGet logs `argocd app get` as a user sees it, once per layout and
+// state, and checks it names the model's health.
+func (f *argoFlow) appGet(health string) {
+	f.t.Helper()
+	out, err := f.rig.cli(f.t, "app", "get", f.app)
+	if err != nil {
+		f.t.Fatalf("argocd app get: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "OpenMedModel") || !strings.Contains(out, health) {
+		f.t.Errorf("argocd app get does not show the model %s:\n%s", health, out)
+	}
+	f.t.Logf("argocd app get %s (%s):\n%s", f.app, health, out)
+	if dir := os.Getenv("OPENMED_ARGOCD_OUTPUT"); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, f.app+"-"+strings.ToLower(health)+".txt"), []byte(out), 0o644)
+	}
+}
+
+// healthRecorder keeps every distinct health the Application reported.
+type healthRecorder struct {
+	mu    sync.Mutex
+	seen  []string
+	stopc chan struct{}
+	done  chan struct{}
+}
+
+// record samples the Application's health every 200 ms until stop.
+func (f *argoFlow) record() *healthRecorder {
+	r := &healthRecorder{stopc: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		for {
+			select {
+			case <-r.stopc:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(applicationGVK)
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: argocdNamespace, Name: f.app}, u); err != nil {
+				continue
+			}
+			h, _, _ := unstructured.NestedString(u.Object, "status", "health", "status")
+			msg, _, _ := unstructured.NestedString(u.Object, "status", "health", "message")
+			entry := h
+			if msg != "" {
+				entry += " (" + msg + ")"
+			}
+			r.mu.Lock()
+			if len(r.seen) == 0 || r.seen[len(r.seen)-1] != entry {
+				r.seen = append(r.seen, entry)
+			}
+			r.mu.Unlock()
+		}
+	}()
+	f.t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *healthRecorder) stop() []string {
+	select {
+	case <-r.stopc:
+	default:
+		close(r.stopc)
+	}
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.seen...)
+}
+
+// syncCounter counts the Application's sync operations: every distinct
+// start time its operation state had.
+type syncCounter struct {
+	mu      sync.Mutex
+	started []string
+	stopc   chan struct{}
+}
+
+func watchSyncs(t *testing.T, app string) *syncCounter {
+	c := &syncCounter{stopc: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-c.stopc:
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(applicationGVK)
+			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: argocdNamespace, Name: app}, u); err != nil {
+				continue
+			}
+			started, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "startedAt")
+			phase, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+			if started == "" || phase == "Running" {
+				continue
+			}
+			results, _, _ := unstructured.NestedSlice(u.Object, "status", "operationState", "syncResult", "resources")
+			var applied []string
+			for _, item := range results {
+				if r, ok := item.(map[string]any); ok {
+					applied = append(applied, fmt.Sprintf("%v: %v", r["kind"], r["message"]))
+				}
+			}
+			entry := started + " " + phase + " [" + strings.Join(applied, "; ") + "]"
+			c.mu.Lock()
+			if len(c.started) == 0 || !strings.HasPrefix(c.started[len(c.started)-1], started+" ") {
+				c.started = append(c.started, entry)
+			}
+			c.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(c.stopc); <-done })
+	return c
+}
+
+func (c *syncCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.started)
+}
+
+func (c *syncCounter) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.started...)
+}
