@@ -178,7 +178,9 @@ func TestShapes(t *testing.T) {
 
 			// First rollout.
 			if s.Paused {
-				waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut, v1alpha1.RolloutStartedReason)
+				// The paused spec is known before the controller observed
+				// the apply: the pass after it already says TargetPaused.
+				waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut, v1alpha1.RolloutStartedReason, v1alpha1.TargetPausedReason)
 				updateDeploymentStatus(t, ns, "svc", pausedStatus)
 				waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut, v1alpha1.TargetPausedReason)
 				setPaused(t, ns, false)
