@@ -156,7 +156,7 @@ func (c *Cluster) writeFiles(_ context.Context, l *launch) error {
 	if l.clientset, err = kubernetes.NewForConfig(c.restConfig); err != nil {
 		return err
 	}
-	stages, err := renderStages(c.cfg.NeverReady)
+	stages, err := renderStages(c.cfg.NeverReady, c.cfg.CrashAfterReady)
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,11 @@ func TestCluster(t *testing.T) {
 	// Only one value stalls pods, so a pod annotated with another value must
 	// still become Ready: both readiness stages get exercised.
 	const stall = "never"
-	c, err := Start(t.Context(), Config{NeverReady: NeverReady{Annotation: NeverReadyAnnotation, Values: []string{stall}}})
+	const crash, crashAfter = "crash", 2 * time.Second
+	c, err := Start(t.Context(), Config{
+		NeverReady:      NeverReady{Annotation: NeverReadyAnnotation, Values: []string{stall}},
+		CrashAfterReady: CrashAfterReady{Values: []string{crash}, After: crashAfter},
+	})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -136,6 +140,53 @@ func TestCluster(t *testing.T) {
 		}
 		if ready != 2 || stalled != 1 {
 			t.Errorf("got %d ready old pods and %d running-not-ready new pods, want 2 and 1", ready, stalled)
+		}
+	})
+
+	t.Run("a pod selected to crash restarts once after it became Ready", func(t *testing.T) {
+		pods := cs.CoreV1().Pods(ns)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "crashes", Annotations: map[string]string{CrashAfterReadyAnnotation: crash}},
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "server", Image: "registry.invalid/model-server:1"}}},
+		}
+		if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var readyAt time.Time
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if readyAt.IsZero() && podReady(p) {
+				readyAt = time.Now()
+			}
+			if len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount > 0 {
+				s := p.Status.ContainerStatuses[0]
+				took := time.Since(readyAt)
+				t.Logf("restarted %s after Ready", took.Round(10*time.Millisecond))
+				if readyAt.IsZero() || took < crashAfter-time.Second {
+					t.Errorf("restarted %s after Ready, want %s", took, crashAfter)
+				}
+				if term := s.LastTerminationState.Terminated; s.RestartCount != 1 || term == nil || term.Reason != "Error" || term.ExitCode != 1 || term.FinishedAt.IsZero() {
+					t.Errorf("container status after the crash: %+v", s)
+				}
+				if !podReady(p) || p.Status.Phase != corev1.PodRunning || s.State.Running == nil {
+					t.Errorf("pod after the crash: phase %s ready %t state %+v", p.Status.Phase, podReady(p), s.State)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no restart reported: %+v", p.Status)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		// Once: the restarted pod matches no stage again.
+		time.Sleep(crashAfter + time.Second)
+		if p, err := pods.Get(ctx, pod.Name, metav1.GetOptions{}); err != nil || p.Status.ContainerStatuses[0].RestartCount != 1 {
+			t.Errorf("after another %s: %v %+v", crashAfter, err, p.Status.ContainerStatuses)
 		}
 	})
 

@@ -26,6 +26,10 @@ const (
 	// Running but not Ready.
 	NeverReadyAnnotation = "minicluster.openmed.ai/never-ready"
 
+	// CrashAfterReadyAnnotation is the default pod annotation that makes
+	// kwok report a container restart of a pod after it became Ready.
+	CrashAfterReadyAnnotation = "minicluster.openmed.ai/crash-after-ready"
+
 	// NodeName is the name of the fake node kwok manages.
 	NodeName = "kwok-node-0"
 )
@@ -87,6 +91,11 @@ type Config struct {
 	// Its Annotation defaults to NeverReadyAnnotation.
 	NeverReady NeverReady
 
+	// CrashAfterReady selects the pods that kwok makes Ready and then
+	// reports one container restart for. Its Annotation defaults to
+	// CrashAfterReadyAnnotation.
+	CrashAfterReady CrashAfterReady
+
 	// StartTimeout bounds Start. Defaults to 90 s.
 	StartTimeout time.Duration
 
@@ -109,6 +118,29 @@ type NeverReady struct {
 	Values []string
 }
 
+// CrashAfterReady selects pods by one annotation, like NeverReady. kwok
+// makes a selected pod Ready, and After later reports that each of its
+// containers terminated with Reason and was restarted (restartCount 1,
+// lastState.terminated), as a kubelet does for a server that crashes under
+// its first requests. The pod is Ready again at once and does not restart a
+// second time.
+type CrashAfterReady struct {
+	// Annotation is the pod annotation key.
+	Annotation string
+
+	// Values lists the annotation values that select a pod. Empty means any
+	// non-empty value does.
+	Values []string
+
+	// After is how long after it became Ready a pod restarts. Defaults to
+	// 5 s; kwok counts in milliseconds.
+	After time.Duration
+
+	// Reason is the terminated container's reason: "Error" (the default,
+	// exit code 1) or "OOMKilled" (exit code 137).
+	Reason string
+}
+
 // withDefaults returns cfg with every unset field filled in and checked.
 func (cfg Config) withDefaults() (Config, error) {
 	if cfg.KubeDir == "" {
@@ -127,6 +159,22 @@ func (cfg Config) withDefaults() (Config, error) {
 	// valid annotation key may get there.
 	if errs := validation.IsQualifiedName(cfg.NeverReady.Annotation); len(errs) > 0 {
 		return cfg, fmt.Errorf("never-ready annotation key is invalid: %v", errs)
+	}
+	if cfg.CrashAfterReady.Annotation == "" {
+		cfg.CrashAfterReady.Annotation = CrashAfterReadyAnnotation
+	}
+	if errs := validation.IsQualifiedName(cfg.CrashAfterReady.Annotation); len(errs) > 0 {
+		return cfg, fmt.Errorf("crash-after-ready annotation key is invalid: %v", errs)
+	}
+	if cfg.CrashAfterReady.After <= 0 {
+		cfg.CrashAfterReady.After = 5 * time.Second
+	}
+	switch cfg.CrashAfterReady.Reason {
+	case "":
+		cfg.CrashAfterReady.Reason = "Error"
+	case "Error", "OOMKilled":
+	default:
+		return cfg, fmt.Errorf("crash-after-ready reason %q is neither Error nor OOMKilled", cfg.CrashAfterReady.Reason)
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 90 * time.Second

@@ -83,6 +83,22 @@ func TestBinaries(t *testing.T) {
 			},
 			wantErr: []string{"never-ready annotation"},
 		},
+		{
+			name: "invalid crash-after-ready annotation",
+			cfg: func(t *testing.T) Config {
+				dir := fakeBins(t, 0o755, all...)
+				return Config{KubeDir: dir, KwokBinary: dir, CrashAfterReady: CrashAfterReady{Annotation: "bad key"}}
+			},
+			wantErr: []string{"crash-after-ready annotation"},
+		},
+		{
+			name: "unknown crash reason",
+			cfg: func(t *testing.T) Config {
+				dir := fakeBins(t, 0o755, all...)
+				return Config{KubeDir: dir, KwokBinary: dir, CrashAfterReady: CrashAfterReady{Reason: "Evicted"}}
+			},
+			wantErr: []string{"Evicted", "neither Error nor OOMKilled"},
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Binaries(tc.cfg(t))

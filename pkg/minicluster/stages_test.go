@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -24,6 +25,9 @@ type stage struct {
 		Selector struct {
 			MatchExpressions []expression `json:"matchExpressions"`
 		} `json:"selector"`
+		Delay struct {
+			DurationMilliseconds int64 `json:"durationMilliseconds"`
+		} `json:"delay"`
 		Next map[string]any `json:"next"`
 	} `json:"spec"`
 }
@@ -37,13 +41,17 @@ type expression struct {
 func TestRenderStages(t *testing.T) {
 	for _, tc := range []struct {
 		sel     NeverReady
+		crash   CrashAfterReady
 		fixture string
 	}{
-		{sel: NeverReady{Annotation: "example.com/stall"}, fixture: "selectors-exists.yaml"},
-		{sel: NeverReady{Annotation: "openmed.ai/model-manifest-hash", Values: []string{"bad", `it's "quoted"`}}, fixture: "selectors-in.yaml"},
+		{sel: NeverReady{Annotation: "example.com/stall"}, crash: CrashAfterReady{Annotation: "example.com/crash", After: 5 * time.Second, Reason: "Error"},
+			fixture: "selectors-exists.yaml"},
+		{sel: NeverReady{Annotation: "openmed.ai/model-manifest-hash", Values: []string{"bad", `it's "quoted"`}},
+			crash:   CrashAfterReady{Annotation: "openmed.ai/model-manifest-hash", Values: []string{"crashes"}, After: 1500 * time.Millisecond, Reason: "OOMKilled"},
+			fixture: "selectors-in.yaml"},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
-			out, err := renderStages(tc.sel)
+			out, err := renderStages(tc.sel, tc.crash)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -66,8 +74,17 @@ func TestRenderStages(t *testing.T) {
 				if s.Spec.ResourceRef.Kind == "Pod" {
 					pods[s.Metadata.Name] = s.Spec.Selector.MatchExpressions
 				}
+				if s.Metadata.Name == "pod-crash-after-ready" {
+					if got, want := s.Spec.Delay.DurationMilliseconds, tc.crash.After.Milliseconds(); got != want {
+						t.Errorf("crash delay %d ms, want %d", got, want)
+					}
+					tmpl, _ := s.Spec.Next["statusTemplate"].(string)
+					if !strings.Contains(tmpl, "reason: "+tc.crash.Reason+"\n") {
+						t.Errorf("crash template does not terminate with %s:\n%s", tc.crash.Reason, tmpl)
+					}
+				}
 			}
-			wantNames := []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-running-not-ready", "pod-delete"}
+			wantNames := []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-running-not-ready", "pod-crash-after-ready", "pod-delete"}
 			if !slices.Equal(names, wantNames) {
 				t.Errorf("stages %v, want %v", names, wantNames)
 			}
