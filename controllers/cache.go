@@ -47,7 +47,47 @@ func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 			Transform: PruneConfigMap,
 		},
 		&appsv1.Deployment{}: {Transform: PruneDeployment},
+		// Only the pods of targets whose model bakes its versions, pruned
+		// to what the bake reads.
+		&corev1.Pod{}: {
+			Label:     labels.SelectorFromSet(labels.Set{v1alpha1.BakeLabel: "true"}),
+			Transform: PrunePod,
+		},
 	}
+}
+
+// PrunePod is the cache transform for pods (see CacheByObject): their
+// identity, the operator's annotations (owner and manifest hash), whether
+// they are being deleted, and of their status the Ready condition and each
+// container's restarts and terminations.
+func PrunePod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{TypeMeta: p.TypeMeta}
+	out.Namespace, out.Name, out.UID, out.ResourceVersion = p.Namespace, p.Name, p.UID, p.ResourceVersion
+	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
+	out.Annotations = operatorKeys(p.Annotations)
+	for k, v := range out.Annotations {
+		out.Annotations[k] = intern(v)
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		s := corev1.ContainerStatus{Name: c.Name, RestartCount: c.RestartCount}
+		if t := c.LastTerminationState.Terminated; t != nil {
+			s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: intern(t.Reason), ExitCode: t.ExitCode, FinishedAt: t.FinishedAt}
+		}
+		if t := c.State.Terminated; t != nil {
+			s.State.Terminated = &corev1.ContainerStateTerminated{Reason: intern(t.Reason), ExitCode: t.ExitCode, FinishedAt: t.FinishedAt}
+		}
+		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, s)
+	}
+	return out, nil
 }
 
 // PruneDeployment is the cache transform for Deployments (see
@@ -62,13 +102,14 @@ func PruneDeployment(obj any) (any, error) {
 	out.Namespace, out.Name, out.UID = d.Namespace, d.Name, d.UID
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
-	out.Annotations = ourAnnotations(d.Annotations)
+	out.Annotations = operatorKeys(d.Annotations)
 	out.ManagedFields = pruneManagedFields(d.ManagedFields)
 	out.Spec.Replicas = d.Spec.Replicas
 	out.Spec.Paused = d.Spec.Paused
 	out.Spec.ProgressDeadlineSeconds = d.Spec.ProgressDeadlineSeconds
 	out.Spec.Strategy = d.Spec.Strategy
-	out.Spec.Template.Annotations = ourAnnotations(d.Spec.Template.Annotations)
+	out.Spec.Template.Annotations = operatorKeys(d.Spec.Template.Annotations)
+	out.Spec.Template.Labels = operatorKeys(d.Spec.Template.Labels)
 	if n := len(d.Spec.Template.Spec.Containers); n > 0 {
 		out.Spec.Template.Spec.Containers = make([]corev1.Container, n)
 		for i, c := range d.Spec.Template.Spec.Containers {
@@ -236,7 +277,7 @@ func attributes(p fieldpath.Path) bool {
 	case len(p) < 4:
 		return true
 	case name(2) == "metadata":
-		return name(3) == "annotations" && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/"))
+		return (name(3) == "annotations" || name(3) == "labels") && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/"))
 	case name(2) != "spec" || name(3) != "containers":
 		return false
 	case len(p) < 7:
@@ -256,8 +297,8 @@ func attributes(p fieldpath.Path) bool {
 	return false
 }
 
-// ourAnnotations keeps the openmed.ai annotations.
-func ourAnnotations(in map[string]string) map[string]string {
+// operatorKeys keeps the openmed.ai annotations (or labels).
+func operatorKeys(in map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range in {
 		if strings.HasPrefix(k, "openmed.ai/") {

@@ -10,6 +10,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // Metric names, documented in the README's Monitoring section and used by
@@ -23,6 +24,7 @@ const (
 	MetricOwnershipConflicts = "openmed_ownership_conflicts_total"
 	MetricReconcileErrors    = "openmed_reconcile_errors_total"
 	MetricEventsDropped      = "openmed_events_dropped_total"
+	MetricBakeFailures       = "openmed_bake_failures_total"
 )
 
 // Metrics are the openmed_* metrics of the reconciler. Only
@@ -40,6 +42,7 @@ type Metrics struct {
 	conflicts       *prometheus.CounterVec
 	errors          *prometheus.CounterVec
 	eventsDropped   *prometheus.CounterVec
+	bakeFailures    *prometheus.CounterVec
 
 	mu   sync.Mutex
 	info map[string][]string // namespace/name -> the label values set last
@@ -83,10 +86,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricEventsDropped,
 			Help: "Kubernetes Events given up on, by cause (rejected, retries-exhausted, queue-full, shutdown).",
 		}, []string{"cause"}),
+		bakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricBakeFailures,
+			Help: "Versions that failed their bake (spec.rolloutStrategy.bakeSeconds), by what the pods showed (ContainerRestarted, OOMKilled, PodUnready).",
+		}, []string{"namespace", "reason"}),
 		info:       map[string][]string{},
 		namespaces: map[string]bool{},
 	}
-	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.bakeFailures)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
 	for _, reason := range errorReasons {
@@ -167,6 +174,9 @@ func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 		for _, trigger := range []string{rollbackAutomatic, rollbackManual} {
 			m.rollbacks.WithLabelValues(namespace, trigger)
 		}
+		for _, reason := range rollout.BakeFailures {
+			m.bakeFailures.WithLabelValues(namespace, reason)
+		}
 	}
 	m.modelInfo.WithLabelValues(labels...).Set(1)
 	m.info[key] = labels
@@ -198,6 +208,12 @@ func (m *Metrics) rolloutEnded(namespace, result string, d time.Duration) {
 func (m *Metrics) countRollback(namespace, trigger string) {
 	if m != nil {
 		m.rollbacks.WithLabelValues(namespace, trigger).Inc()
+	}
+}
+
+func (m *Metrics) countBakeFailure(namespace, reason string) {
+	if m != nil {
+		m.bakeFailures.WithLabelValues(namespace, reason).Inc()
 	}
 }
 

@@ -56,6 +56,9 @@ const kopfFinalizer = "kopf.zalando.org/KopfFinalizerMarker"
 const (
 	targetIndexKey = ".openmed.targetName"
 	ownerIndexKey  = ".openmed.ownerUID"
+	// podOwnerIndexKey indexes the cached pods (the bake label's) by the
+	// owner key their pod template's annotation names.
+	podOwnerIndexKey = ".openmed.podOwner"
 )
 
 // lagRecheck is how long a pass that found the cache behind the operator's
@@ -68,6 +71,7 @@ const lagRecheck = 2 * time.Second
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -155,6 +159,15 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return fmt.Errorf("index ConfigMaps by owner: %w", err)
 	}
 
+	if err := indexer.IndexField(ctx, &corev1.Pod{}, podOwnerIndexKey, func(o client.Object) []string {
+		if owner := o.GetAnnotations()[v1alpha1.ModelResourceAnnotation]; owner != "" {
+			return []string{owner}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("index pods by owner: %w", err)
+	}
+
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
 	if opts.RateLimiter != nil {
 		copts.RateLimiter = opts.RateLimiter
@@ -168,6 +181,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		))).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDeployment)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForPod)).
 		WithOptions(copts).
 		Complete(r)
 }
@@ -213,6 +227,16 @@ func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o cl
 		}
 	}
 	return reqs
+}
+
+// requestForPod maps a pod of a baking version (the cache holds no others)
+// to the OpenMedModel its owner annotation names.
+func requestForPod(_ context.Context, o client.Object) []reconcile.Request {
+	owner := o.GetAnnotations()[v1alpha1.ModelResourceAnnotation]
+	if ns, name, ok := strings.Cut(owner, "/"); ok && ns == o.GetNamespace() {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	}
+	return nil
 }
 
 // pass is one reconcile of one resource: what it read, decided and did.
@@ -437,6 +461,13 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	if previous != "" && !waiting {
 		observed.PreviousTarget, waiting = r.cachedDeployment(ctx, obj.Namespace, previous)
 	}
+	if observed.Deployment != nil && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(obj.Namespace), client.MatchingFields{podOwnerIndexKey: rollout.OwnerKey(obj)}); err == nil {
+			observed.Pods = pods.Items
+			sort.Slice(observed.Pods, func(i, j int) bool { return observed.Pods[i].Name < observed.Pods[j].Name })
+		}
+	}
 	if obj.UID != "" {
 		var cms corev1.ConfigMapList
 		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err == nil {
@@ -536,6 +567,9 @@ func (r *OpenMedModelReconciler) record(p *pass) {
 	}
 	for _, c := range plan.Conflicts {
 		r.ModelMetrics.countConflict(c.Manager, c.Field)
+	}
+	if plan.BakeFailure != "" {
+		r.ModelMetrics.countBakeFailure(obj.Namespace, plan.BakeFailure)
 	}
 	if plan.RemoveFinalizer {
 		r.ModelMetrics.deleteModel(obj.Namespace, obj.Name)

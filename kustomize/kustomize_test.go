@@ -332,8 +332,9 @@ type access struct {
 }
 
 // TestServiceAccountAccess asks the API server's authorizer what the
-// bundle's ServiceAccount may do: what the reconciler needs, and nothing
-// of Secrets, Deployment creation or deletion, Services, Nodes or HPAs; the
+// bundle's ServiceAccount may do: what the reconciler needs (pods read-only),
+// and nothing of Secrets, pod writes, Deployment creation or deletion,
+// Services, Nodes or HPAs; the
 // namespaced install nothing outside its namespace.
 func TestServiceAccountAccess(t *testing.T) {
 	ctx := context.Background()
@@ -350,7 +351,14 @@ func TestServiceAccountAccess(t *testing.T) {
 			{"create", "", "events", own, true},
 			{"create", "coordination.k8s.io", "leases", own, true},
 			{"update", "coordination.k8s.io", "leases", own, true},
+			// The bake guard reads pods and never writes them.
+			{"get", "", "pods", own, true},
+			{"watch", "", "pods", own, true},
 
+			{"create", "", "pods", own, false},
+			{"patch", "", "pods", own, false},
+			{"delete", "", "pods", own, false},
+			{"update", "", "pods/status", own, false},
 			{"get", "", "secrets", own, false},
 			{"list", "", "secrets", "", false},
 			{"watch", "", "secrets", other, false},

@@ -34,6 +34,12 @@ type Observed struct {
 	// ownerReference to this resource.
 	ConfigMaps []corev1.ConfigMap
 
+	// Pods are the pods of the target that carry the bake label
+	// (BakeLabel) and this resource's owner annotation, read while the
+	// desired spec bakes (spec.rolloutStrategy.bakeSeconds). A cache may
+	// hold them pruned to what the bake reads (controllers.PrunePod).
+	Pods []corev1.Pod
+
 	// Now is the time of the pass; the core never reads a clock.
 	Now metav1.Time
 
@@ -153,6 +159,10 @@ type Plan struct {
 	// Events are recorded after the status is written; the core emits them
 	// on transitions only, never on every pass.
 	Events []Event
+
+	// BakeFailure is the reason the desired spec failed its bake in this
+	// pass (BakeContainerRestarted, BakeOOMKilled, BakePodUnready), or "".
+	BakeFailure string
 
 	// RemoveFinalizer is true when deletion has finished its work.
 	RemoveFinalizer bool

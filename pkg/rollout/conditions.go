@@ -57,6 +57,8 @@ const (
 	MsgRetryStarted           = "The failed desired spec is being tried again."
 	MsgWaitingForController   = "Waiting for the Deployment controller to observe the target's latest generation."
 	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
+	MsgBaking                 = "The desired version rolled out and bakes before it is Ready."
+	MsgBakeFailed             = "Desired model version failed its bake: a container restarted or was OOM-killed, or a pod stayed unready."
 	MsgNotEvaluated           = "Not evaluated for this generation: a step of the pass failed first."
 
 	// Messages of a failed step; the reason names the step. A transient
@@ -82,6 +84,8 @@ const (
 	EventMsgRolloutStarted      = "Model manifest pointer changed; warm-pool rollout started."
 	EventMsgRolloutSucceeded    = "Desired model version is available and warm."
 	EventMsgRolloutFailed       = "Kubernetes reported that the model rollout exceeded its deadline."
+	EventMsgBaking              = "The model version rolled out and bakes before it is Ready."
+	EventMsgBakeFailed          = "The model version failed its bake (%s)."
 	EventMsgAutoRollbackStarted = "Automatic rollback to the last successful version started."
 	EventMsgManualRollback      = "Manual rollback to a retained successful version started."
 	EventMsgRollbackSucceeded   = "Retained successful model version is available."
@@ -225,6 +229,12 @@ var (
 	waitingTuple = tuple{
 		ready:       f(v1alpha1.RolloutInProgressReason, MsgWaitingForController),
 		progressing: t(v1alpha1.DeploymentProgressingReason, MsgWaitingForController),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	bakingTuple = tuple{
+		ready:       f(v1alpha1.BakingReason, MsgBaking),
+		progressing: t(v1alpha1.BakingReason, MsgBaking),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	}

@@ -273,7 +273,7 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 
 // pointerFor is the operator's intent for spec on the desired target.
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
-	return newPointer(spec, d.owner)
+	return newPointer(spec, d.owner).withLive(d.obs.Deployment)
 }
 
 // ensureManifest plans the ConfigMap of spec when it does not exist. It
@@ -370,6 +370,10 @@ func (d *decider) rollout(retry bool) {
 		// Deployment Suspended before it looks at anything else).
 		d.st.Phase = v1alpha1.PhaseRollingOut
 		d.conditions(targetPausedTuple, reconciling)
+	case !ControllerObserved(dep) && d.baking():
+		// A scale-up (an HPA) during the bake: the bake goes on, judged
+		// by the pods, once the controller has observed the change.
+		d.bake(false)
 	case !ControllerObserved(dep):
 		d.awaitController(ours)
 	case !ours:
@@ -378,6 +382,11 @@ func (d *decider) rollout(retry bool) {
 		d.rolloutFailed()
 	case proven && progressDeadlineExceeded(dep):
 		d.unavailable(stalled)
+	case d.baking() || (d.bakes() && RolloutComplete(dep)):
+		// The rollout completed: the version bakes before it is Ready. A
+		// pod that restarts makes the Deployment incomplete for a moment;
+		// the bake, not a new rollout, judges that.
+		d.bake(RolloutComplete(dep))
 	case RolloutComplete(dep):
 		d.ready(!proven)
 	default:
@@ -476,6 +485,7 @@ func (d *decider) start(reason string, apply bool) bool {
 	d.st.RollbackSpec = nil
 	d.st.RollbackRequest = ""
 	d.st.RetryStartedAt = nil
+	d.st.BakeStartedAt = nil
 	if !apply {
 		now := d.now
 		d.st.RetryStartedAt = &now
@@ -603,6 +613,7 @@ func (d *decider) ready(rolledOut bool) {
 	d.st.RollbackRequest = ""
 	d.st.RollbackCount = 0
 	d.st.RetryStartedAt = nil
+	d.st.BakeStartedAt = nil
 	d.history = pushHistory(d.history, d.desired, d.now, d.limit)
 	setHistory(d.st, d.history)
 	if announce && !conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
@@ -630,22 +641,38 @@ func (d *decider) unavailable(ks kstatus) {
 // write would let the next pass apply the failed spec again. The next pass
 // reads the record and applies the rollback (monitor).
 func (d *decider) rolloutFailed() {
-	d.event(corev1.EventTypeWarning, v1alpha1.RolloutFailedReason, EventMsgRolloutFailed)
+	d.rolloutFailedWith(EventMsgRolloutFailed, "", "")
+}
+
+// rolloutFailedWith is rolloutFailed with the event's message and, when
+// degradedReason is set, the Degraded condition's reason and message (a
+// failed bake says so).
+func (d *decider) rolloutFailedWith(eventMsg, degradedReason, degradedMsg string) {
+	d.event(corev1.EventTypeWarning, v1alpha1.RolloutFailedReason, eventMsg)
 	d.st.RetryStartedAt = nil
+	d.st.BakeStartedAt = nil
 	d.st.FailedSpecHash = d.hash
-	if r, ok := AutomaticRollback(d.desired, d.history); ok {
+	tp, ks := failedTuple, stalled
+	r, rollback := AutomaticRollback(d.desired, d.history)
+	if rollback {
+		tp, ks = autoRollbackTuple, reconciling
+	}
+	if degradedReason != "" {
+		tp.degraded = t(degradedReason, degradedMsg)
+	}
+	if rollback {
 		d.st.Phase = v1alpha1.PhaseRolledBack
 		d.st.ActiveVersion = r.Version
 		d.st.RollbackSpec = r.DeepCopy()
 		d.st.RollbackRequest = AutomaticRollbackPrefix + r.Version
 		d.st.RollbackCount++
-		d.conditions(autoRollbackTuple, reconciling)
+		d.conditions(tp, ks)
 		d.event(corev1.EventTypeNormal, v1alpha1.RollbackStartedReason, EventMsgAutoRollbackStarted)
 		d.plan.Requeue = true
 		return
 	}
 	d.st.Phase = v1alpha1.PhaseFailed
-	d.conditions(failedTuple, stalled)
+	d.conditions(tp, ks)
 	d.prune()
 }
 

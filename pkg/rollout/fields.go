@@ -18,13 +18,28 @@ type pointer struct {
 	owner        string
 	cmName       string
 	manifestHash string
+	// bakeLabel is whether the pod template carries the bake label (see
+	// withLive).
+	bakeLabel bool
 }
 
 // newPointer is the intent for spec, owned by owner (the OwnerKey), pointing
 // at the spec's content-addressed manifest ConfigMap.
 func newPointer(spec v1alpha1.NormalizedSpec, owner string) pointer {
 	hash := ManifestHash(spec)
-	return pointer{spec: spec, owner: owner, cmName: ManifestConfigMapName(spec.ManifestConfigMapName, hash), manifestHash: hash}
+	return pointer{spec: spec, owner: owner, cmName: ManifestConfigMapName(spec.ManifestConfigMapName, hash), manifestHash: hash,
+		bakeLabel: spec.RolloutStrategy.BakeSeconds > 0}
+}
+
+// withLive settles the bake label against the live Deployment: a template
+// the apply changes anyway (another manifest hash) gets the label exactly
+// when the spec bakes; a template it leaves as it is keeps what it has, so
+// turning bakeSeconds on or off never rolls the pods by itself.
+func (p pointer) withLive(live *appsv1.Deployment) pointer {
+	if live != nil && live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == p.manifestHash {
+		_, p.bakeLabel = live.Spec.Template.Labels[v1alpha1.BakeLabel]
+	}
+	return p
 }
 
 // ownedField is one Deployment field the operator owns (contract §4). The
@@ -141,6 +156,22 @@ func ownedFields(p pointer) []ownedField {
 		},
 		present: func(_ pointer, d *appsv1.Deployment) bool {
 			_, ok := d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation]
+			return ok
+		},
+	}, {
+		// The label the pod cache selects the pods of a baking version by;
+		// sent with the template of a spec that bakes (see withLive).
+		name:     "spec.template.metadata.labels[" + v1alpha1.BakeLabel + "]",
+		path:     annotationPath("spec", "template", "metadata", "labels", v1alpha1.BakeLabel),
+		template: true,
+		value: func(p pointer) (any, bool) {
+			return "true", p.bakeLabel
+		},
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			return !p.bakeLabel || d.Spec.Template.Labels[v1alpha1.BakeLabel] == "true"
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Spec.Template.Labels[v1alpha1.BakeLabel]
 			return ok
 		},
 	}, {

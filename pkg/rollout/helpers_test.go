@@ -114,6 +114,9 @@ func deepCopyObserved(o Observed) Observed {
 	for i := range o.ConfigMaps {
 		out.ConfigMaps = append(out.ConfigMaps, *o.ConfigMaps[i].DeepCopy())
 	}
+	for i := range o.Pods {
+		out.Pods = append(out.Pods, *o.Pods[i].DeepCopy())
+	}
 	if o.Failure != nil {
 		f := *o.Failure
 		out.Failure = &f
@@ -267,6 +270,15 @@ func (c *cluster) observed() Observed {
 	}
 	if previous != "" {
 		obs.PreviousTarget = c.deployment(previous)
+	}
+	var pods corev1.PodList
+	if err := env.Client.List(context.Background(), &pods, client.InNamespace(c.ns), client.MatchingLabels{v1alpha1.BakeLabel: "true"}); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Annotations[v1alpha1.ModelResourceAnnotation] == OwnerKey(c.obj) {
+			obs.Pods = append(obs.Pods, p)
+		}
 	}
 	names := []string{}
 	cms := c.configMaps()

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"regexp"
 	"strings"
 
@@ -88,6 +89,7 @@ func Normalize(obj *v1alpha1.OpenMedModel) (v1alpha1.NormalizedSpec, error) {
 		ManifestConfigMapName: spec.ManifestConfigMapName,
 		Replicas:              spec.Replicas,
 		RolloutStrategy: v1alpha1.NormalizedRolloutStrategy{
+			BakeSeconds:             ptr.Deref(rs.BakeSeconds, 0),
 			MaxSurge:                *rs.MaxSurge,
 			MaxUnavailable:          *rs.MaxUnavailable,
 			ProgressDeadlineSeconds: *rs.ProgressDeadlineSeconds,

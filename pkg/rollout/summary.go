@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -94,6 +95,13 @@ func (d *decider) summary(typ, reason string) string {
 			return fmt.Sprintf("Deployment %s cannot create pods (ReplicaFailure; %s); serving %s", target, d.availability(), active)
 		}
 		return fmt.Sprintf("Deployment %s lost availability (%s); serving %s", target, d.availability(), active)
+	case v1alpha1.BakingReason:
+		end := ""
+		if b := d.st.BakeStartedAt; b != nil {
+			end = b.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second).UTC().Format(time.RFC3339)
+		}
+		return fmt.Sprintf("Baking %s on Deployment %s until %s (%ds after its rollout completed)%s",
+			desired, target, end, d.desired.RolloutStrategy.BakeSeconds, serving)
 	case v1alpha1.ScalingReason:
 		return fmt.Sprintf("Deployment %s is bringing up pods (%s); serving %s", target, d.availability(), active)
 	case v1alpha1.ManifestConflictReason:

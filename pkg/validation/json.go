@@ -54,6 +54,7 @@ var (
 			"maxSurge":                ios,
 			"rollbackOnFailure":       bln,
 			"progressDeadlineSeconds": num,
+			"bakeSeconds":             num,
 		}},
 	}}
 )

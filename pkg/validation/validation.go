@@ -37,6 +37,7 @@ const (
 	MsgIntOrPercent   = "must be a non-negative integer or a percentage from 0% to 100%"
 	MsgBothZero       = "RollingUpdate cannot set both maxUnavailable and maxSurge to zero."
 	MsgProgressDeadln = "must be a positive integer"
+	MsgBakeSeconds    = "must be from 0 to 86400"
 )
 
 // MsgTier is the message for a tier outside the enum; it lists the valid tiers.
@@ -106,6 +107,9 @@ func validateRolloutStrategy(rs *v1alpha1.RolloutStrategy, fldPath *field.Path) 
 	}
 	if rs.ProgressDeadlineSeconds != nil && *rs.ProgressDeadlineSeconds < 1 {
 		errs = append(errs, field.Invalid(fldPath.Child("progressDeadlineSeconds"), field.OmitValueType{}, MsgProgressDeadln))
+	}
+	if b := rs.BakeSeconds; b != nil && (*b < 0 || *b > v1alpha1.MaxBakeSeconds) {
+		errs = append(errs, field.Invalid(fldPath.Child("bakeSeconds"), field.OmitValueType{}, MsgBakeSeconds))
 	}
 	// The CEL rule on spec: absent counts as zero, as in the CRD rule (the API
 	// server defaults the fields before the rule runs, so absent cannot happen

@@ -19,6 +19,11 @@ const (
 	// clear a failed-spec block and try the desired spec again.
 	ResetRequestAnnotation = "reconcile.fluxcd.io/resetAt"
 
+	// BakeLabel is on the target's pod template (value "true") while the
+	// model's spec bakes its versions (spec.rolloutStrategy.bakeSeconds): the
+	// operator watches the pods that carry it, and no others.
+	BakeLabel = "openmed.ai/bake"
+
 	// ModelFamilyLabel carries the model family on manifest ConfigMaps.
 	ModelFamilyLabel = "openmed.ai/model-family"
 

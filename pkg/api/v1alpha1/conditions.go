@@ -58,6 +58,13 @@ const (
 	// minReadySeconds, a replaced pod): Kubernetes and Argo CD call that
 	// progress, not a failure.
 	ScalingReason = "Scaling"
+	// BakingReason: the model's own rollout of a new version completed and
+	// the version bakes (spec.rolloutStrategy.bakeSeconds) before it is
+	// Ready and retained.
+	BakingReason = "Baking"
+	// BakeFailedReason: a pod of the baking version restarted a container,
+	// was OOM-killed or stayed unready: a failed rollout.
+	BakeFailedReason = "BakeFailed"
 	// TargetPausedReason: the target Deployment is paused, so the model's
 	// rollout waits until its owner resumes it.
 	TargetPausedReason = "TargetPaused"

@@ -42,7 +42,9 @@ const (
 	DefaultMaxSurge                = 1
 	DefaultRollbackOnFailure       = true
 	DefaultProgressDeadlineSeconds = int32(600)
-	DefaultRevisionHistoryLimit    = int32(10)
+	// MaxBakeSeconds bounds spec.rolloutStrategy.bakeSeconds (a day).
+	MaxBakeSeconds              = int32(86400)
+	DefaultRevisionHistoryLimit = int32(10)
 	// DefaultContainerName is the container of the OpenMed Helm chart.
 	DefaultContainerName = "openmed-service"
 )
@@ -204,6 +206,19 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=2147483647
 	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+
+	// BakeSeconds, when above 0, is how long a new version must serve after
+	// its rollout completed before it is Ready and retained: while it bakes,
+	// a container restart, an OOM kill or a pod that stays unready (see the
+	// README) fails the rollout and rolls it back like a missed progress
+	// deadline. The pod template then carries the openmed.ai/bake label, by
+	// which the operator watches the pods. 0 or absent: a version is Ready
+	// the moment its rollout completes.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
 }
 
 // Phase is the coarse lifecycle state shown in the Phase printer column.
@@ -247,6 +262,9 @@ type NormalizedSpec struct {
 // NormalizedRolloutStrategy is a RolloutStrategy with its defaults filled in,
 // fields in alphabetical JSON order.
 type NormalizedRolloutStrategy struct {
+	// BakeSeconds is how long a new version serves before it is Ready; 0
+	// (omitted, so specs without it hash as before) means no bake.
+	BakeSeconds int32 `json:"bakeSeconds,omitempty"`
 	// MaxSurge keeps its JSON type: an integer stays an integer.
 	MaxSurge intstr.IntOrString `json:"maxSurge"`
 	// MaxUnavailable keeps its JSON type: an integer stays an integer.
@@ -413,6 +431,14 @@ type OpenMedModelStatus struct {
 	//
 	// +optional
 	RetryStartedAt *metav1.Time `json:"retryStartedAt,omitempty"`
+
+	// BakeStartedAt is when the rollout of the desired spec (applied spec
+	// hash) completed and its bake began (spec.rolloutStrategy.bakeSeconds):
+	// it is Ready and retained once the bake ends without a failure. Cleared
+	// when it becomes Ready, fails, or another spec rolls out.
+	//
+	// +optional
+	BakeStartedAt *metav1.Time `json:"bakeStartedAt,omitempty"`
 
 	// Corrections are the fields of the target Deployment the operator
 	// changed back (drift) or replaced (a value that made its apply

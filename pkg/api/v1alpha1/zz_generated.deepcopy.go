@@ -227,6 +227,10 @@ func (in *OpenMedModelStatus) DeepCopyInto(out *OpenMedModelStatus) {
 		in, out := &in.RetryStartedAt, &out.RetryStartedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.BakeStartedAt != nil {
+		in, out := &in.BakeStartedAt, &out.BakeStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.Corrections != nil {
 		in, out := &in.Corrections, &out.Corrections
 		*out = make([]FieldCorrection, len(*in))
@@ -280,6 +284,11 @@ func (in *RolloutStrategy) DeepCopyInto(out *RolloutStrategy) {
 	}
 	if in.ProgressDeadlineSeconds != nil {
 		in, out := &in.ProgressDeadlineSeconds, &out.ProgressDeadlineSeconds
+		*out = new(int32)
+		**out = **in
+	}
+	if in.BakeSeconds != nil {
+		in, out := &in.BakeSeconds, &out.BakeSeconds
 		*out = new(int32)
 		**out = **in
 	}

@@ -1,0 +1,269 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// bakeSeconds is the bake of the tests' desired version.
+const bakeSeconds = 20
+
+// bakeCluster is the fixture at v1, Ready, on the real clock (the pods'
+// creation times are the API server's), with v2 set to bake and its rollout
+// complete: the next pass starts the bake. It returns the two pods of v2,
+// created before the bake began, Ready.
+func bakeCluster(t *testing.T) (*cluster, []string) {
+	t.Helper()
+	c := newCluster(t)
+	c.now = time.Now().Add(-time.Minute)
+	c.readyAt(v1)
+	c.editModel(func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = v2
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds)
+	})
+	p := c.pass()
+	if p.ApplyDeployment == nil || p.ApplyDeployment.Object["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"] == nil {
+		t.Fatalf("the apply of a baking spec carries no bake label: %v", p.ApplyDeployment)
+	}
+	if got := c.dep().Spec.Template.Labels[v1alpha1.BakeLabel]; got != "true" {
+		t.Fatalf("pod template label %s = %q", v1alpha1.BakeLabel, got)
+	}
+	pods := []string{c.createPod(v2), c.createPod(v2)}
+	c.markReady()
+	// The bake begins on the next second: creation times have a resolution
+	// of a second, and these pods were created before it.
+	c.now = time.Now().Truncate(time.Second).Add(time.Second)
+	return c, pods
+}
+
+// createPod creates a pod of the fixture's Deployment with version's
+// manifest hash, as its ReplicaSet would, Running and Ready.
+func (c *cluster) createPod(version string) string {
+	c.t.Helper()
+	m := c.obj.DeepCopy()
+	m.Spec.Version = version
+	n, err := Normalize(m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "openmed-service-",
+			Labels:      map[string]string{v1alpha1.BakeLabel: "true"},
+			Annotations: map[string]string{v1alpha1.ModelResourceAnnotation: c.owner(), v1alpha1.ManifestHashAnnotation: ManifestHash(n)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
+	}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		c.t.Fatal(err)
+	}
+	c.setPodStatus(pod.Name, func(p *corev1.Pod) {
+		at := metav1.NewTime(time.Now())
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "openmed-service", Ready: true, Image: "openmed:2.2.0", ImageID: "x",
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}}
+	})
+	return pod.Name
+}
+
+// setPodStatus plays the kubelet for a pod.
+func (c *cluster) setPodStatus(name string, mutate func(*corev1.Pod)) {
+	c.t.Helper()
+	p := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, p); err != nil {
+		c.t.Fatal(err)
+	}
+	mutate(p)
+	if err := env.Client.Status().Update(context.Background(), p); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// restart reports a restart of the pod's container that ended at, with
+// reason (Error, OOMKilled).
+func (c *cluster) restart(pod, reason string, at time.Time) {
+	c.setPodStatus(pod, func(p *corev1.Pod) {
+		s := &p.Status.ContainerStatuses[0]
+		s.RestartCount++
+		s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: reason,
+			StartedAt: metav1.NewTime(at.Add(-time.Minute)), FinishedAt: metav1.NewTime(at)}
+	})
+}
+
+// TestBake covers the bake guard: what starts, ends, fails and does not
+// fail the bake of a version, each pass on the real API server's objects.
+func TestBake(t *testing.T) {
+	t.Run("the completed rollout bakes: not Ready, not retained, one timer", func(t *testing.T) {
+		c, _ := bakeCluster(t)
+		p := c.pass()
+		if p.Status.Phase != v1alpha1.PhaseRollingOut || !conditionIs(&p.Status, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.BakingReason) ||
+			!conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.BakingReason) || p.Status.BakeStartedAt == nil {
+			t.Fatalf("baking: %s %v", p.Status.Phase, condSummary(p.Status))
+		}
+		if p.Status.History[0].Version != v1 || p.Status.ActiveVersion != v1 {
+			t.Errorf("a baking version is retained: history %s active %s", p.Status.History[0].Version, p.Status.ActiveVersion)
+		}
+		if p.RequeueAfter < bakeSeconds*time.Second || p.RequeueAfter > (bakeSeconds+1)*time.Second {
+			t.Errorf("requeue after %v, want the end of the bake", p.RequeueAfter)
+		}
+		if got := kstatusOf(t, c.obj, p.Status); got != "InProgress" {
+			t.Errorf("kstatus %s", got)
+		}
+		if m := kstatusMessage(p.Status); !strings.HasPrefix(m, "Baking "+v2+" on Deployment openmed-service until ") {
+			t.Errorf("message %q", m)
+		}
+		assertStrings(t, "events", eventReasons(p.Events), []string{v1alpha1.BakingReason})
+		// A pass before the end changes nothing.
+		c.now = c.now.Add(5 * time.Second)
+		if p2 := c.pass(); p2.Status.Phase != v1alpha1.PhaseRollingOut || len(p2.Events) != 0 {
+			t.Errorf("mid-bake pass: %s events %v", p2.Status.Phase, eventReasons(p2.Events))
+		}
+	})
+
+	t.Run("the bake ends: Ready and retained", func(t *testing.T) {
+		c, _ := bakeCluster(t)
+		c.pass()
+		c.now = c.now.Add(bakeSeconds * time.Second)
+		p := c.pass()
+		if p.Status.Phase != v1alpha1.PhaseReady || p.Status.History[0].Version != v2 || p.Status.BakeStartedAt != nil {
+			t.Fatalf("after the bake: %s history %s %v", p.Status.Phase, p.Status.History[0].Version, condSummary(p.Status))
+		}
+		assertStrings(t, "events", eventReasons(p.Events), []string{v1alpha1.RolloutSucceededReason})
+	})
+
+	for _, tc := range []struct{ termination, reason string }{
+		{"Error", BakeContainerRestarted},
+		{"OOMKilled", BakeOOMKilled},
+	} {
+		t.Run(fmt.Sprintf("a %s during the bake rolls back and is never applied again", tc.reason), func(t *testing.T) {
+			c, pods := bakeCluster(t)
+			c.pass()
+			c.now = c.now.Add(5 * time.Second)
+			c.restart(pods[1], tc.termination, c.now.Add(-time.Second))
+			p := c.pass()
+			if p.BakeFailure != tc.reason || p.Status.Phase != v1alpha1.PhaseRolledBack || p.Status.FailedSpecHash != p.Status.DesiredSpecHash {
+				t.Fatalf("bake failure %q, phase %s, %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+			}
+			if !conditionIs(&p.Status, v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.BakeFailedReason) {
+				t.Errorf("Degraded: %v", condSummary(p.Status))
+			}
+			assertStrings(t, "events", eventReasons(p.Events), []string{v1alpha1.RolloutFailedReason, v1alpha1.RollbackStartedReason})
+			if !strings.Contains(p.Events[0].Message, tc.reason) {
+				t.Errorf("event %q does not say why", p.Events[0].Message)
+			}
+			c.pass() // applies the rollback
+			if c.pointedVersion() != v1 {
+				t.Fatalf("rollback not applied: %s", c.pointedVersion())
+			}
+			c.markReady()
+			for i := 0; i < 3; i++ {
+				if p := c.pass(); c.pointedVersion() != v1 || p.Status.History[0].Version != v1 {
+					t.Fatalf("pass %d: pointed %s, history %s", i, c.pointedVersion(), p.Status.History[0].Version)
+				}
+			}
+		})
+	}
+
+	t.Run("a restart while the rollout went on fails the bake when it begins", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		c.restart(pods[0], "Error", c.now.Add(-2*time.Second))
+		if p := c.pass(); p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseRolledBack {
+			t.Fatalf("failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+	})
+
+	t.Run("a pod that stays unready past the grace fails the bake", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		c.pass()
+		c.now = c.now.Add(5 * time.Second)
+		unready := metav1.NewTime(c.now.Add(-time.Second))
+		c.setPodStatus(pods[0], func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: unready}}
+		})
+		p := c.pass()
+		if p.BakeFailure != "" || p.Status.Phase != v1alpha1.PhaseRollingOut || p.RequeueAfter > BakeUnreadyGrace {
+			t.Fatalf("within the grace: failure %q phase %s requeue %v", p.BakeFailure, p.Status.Phase, p.RequeueAfter)
+		}
+		c.now = c.now.Add(BakeUnreadyGrace)
+		if p := c.pass(); p.BakeFailure != BakePodUnready || p.Status.Phase != v1alpha1.PhaseRolledBack {
+			t.Fatalf("past the grace: failure %q phase %s", p.BakeFailure, p.Status.Phase)
+		}
+	})
+
+	t.Run("a scale-up, another template and pods being deleted do not fail the bake", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		start := c.pass().Status.BakeStartedAt.Time
+		c.now = c.now.Add(5 * time.Second)
+		// A restarted pod of the old template, and a pod of the new one
+		// being drained whose container was killed.
+		old := c.createPod(v1)
+		c.restart(old, "Error", c.now)
+		c.restart(pods[0], "Error", c.now)
+		if err := env.Client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: pods[0]}},
+			client.GracePeriodSeconds(30)); err != nil {
+			t.Fatal(err)
+		}
+		// A pod of the scale-up, created during the bake, still starting.
+		time.Sleep(time.Until(start))
+		c.now = time.Now()
+		started := c.createPod(v2)
+		c.setPodStatus(started, func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.NewTime(c.now)}}
+		})
+		c.now = c.now.Add(BakeUnreadyGrace + time.Second)
+		if p := c.pass(); p.BakeFailure != "" || p.Status.Phase != v1alpha1.PhaseRollingOut {
+			t.Fatalf("failed on pods that do not count: %q %s", p.BakeFailure, p.Status.Phase)
+		}
+	})
+
+	t.Run("turning bakeSeconds on or off rolls nothing; the next version drops the label", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		generation := c.dep().Generation
+		setBake := func(seconds int32) {
+			c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.RolloutStrategy.BakeSeconds = ptr.To(seconds) })
+			for i := 0; i < 2; i++ {
+				if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || generation != c.dep().Generation {
+					t.Fatalf("bakeSeconds=%d: phase %s, Deployment generation %d -> %d", seconds, p.Status.Phase, generation, c.dep().Generation)
+				}
+			}
+		}
+		setBake(bakeSeconds) // the serving version has served: nothing to bake
+		if _, ok := c.dep().Spec.Template.Labels[v1alpha1.BakeLabel]; ok {
+			t.Fatal("the bake label was added to the serving template")
+		}
+		c.setVersion(v2)
+		c.pass()
+		if c.dep().Spec.Template.Labels[v1alpha1.BakeLabel] != "true" {
+			t.Fatal("a baking version has no bake label")
+		}
+		c.markReady()
+		generation = c.dep().Generation
+		setBake(0) // the baking version is Ready at once, its label stays
+		if c.dep().Spec.Template.Labels[v1alpha1.BakeLabel] != "true" {
+			t.Fatal("turning the bake off removed the label (a roll)")
+		}
+		c.setVersion(v3)
+		c.pass()
+		if _, ok := c.dep().Spec.Template.Labels[v1alpha1.BakeLabel]; ok {
+			t.Error("the next template kept the bake label without a bake")
+		}
+	})
+
+	t.Run("without bakeSeconds a completed rollout is Ready at once and the template has no bake label", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		if _, ok := c.dep().Spec.Template.Labels[v1alpha1.BakeLabel]; ok {
+			t.Fatal("bake label without bakeSeconds")
+		}
+	})
+}
