@@ -56,6 +56,9 @@ type rig struct {
 	history *history
 	v1, v2  string
 	broken  string
+	// crashes is a version whose pods restart a few seconds after they
+	// became Ready (kwok's crash-after-ready stage).
+	crashes string
 
 	fixtures []fixture
 	// eco is the ecosystem corpus: Deployment and model pairs.
@@ -69,14 +72,23 @@ type fixture struct {
 	obj       *unstructured.Unstructured
 }
 
+// captureBakeSeconds is the bake of the baking models: longer than the
+// capture runs, so the baking state holds.
+const captureBakeSeconds = 600
+
 func run(ctx context.Context, dir, ecoDir string) (n int, err error) {
 	example, err := localrun.ReadModel(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 	if err != nil {
 		return 0, err
 	}
 	r := &rig{v1: example.Spec.Version, v2: strings.TrimSuffix(example.Spec.Version, "-v1") + "-v2",
-		broken: strings.TrimSuffix(example.Spec.Version, "-v1") + "-never-ready"}
+		broken:  strings.TrimSuffix(example.Spec.Version, "-v1") + "-never-ready",
+		crashes: strings.TrimSuffix(example.Spec.Version, "-v1") + "-crashes"}
 	brokenHash, err := localrun.ManifestHashOf(example, r.broken)
+	if err != nil {
+		return 0, err
+	}
+	crashHash, err := localrun.ManifestHashOf(example, r.crashes)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +102,8 @@ func run(ctx context.Context, dir, ecoDir string) (n int, err error) {
 	cluster, err := minicluster.Start(ctx, minicluster.Config{
 		// The ecosystem scenarios count pods against a ResourceQuota.
 		Controllers: append(slices.Clone(minicluster.DefaultControllers), "resourcequota-controller"),
-		NeverReady:  minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+		NeverReady:      minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{crashHash}, After: 2 * time.Second},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("start the local control plane (make clusterbin builds it): %w", err)
@@ -197,6 +210,8 @@ func (r *rig) scenarios(ctx context.Context) error {
 		{name: "pii-failed", mutate: func(spec map[string]any) { deadline(spec) }},
 		{name: "pii-paused"},
 		{name: "pii-waiting", noTarget: true},
+		{name: "pii-baking"},
+		{name: "pii-bake-failed"},
 	}
 	specs := map[string]map[string]any{}
 	key := func(name string) types.NamespacedName {
@@ -215,6 +230,13 @@ func (r *rig) scenarios(ctx context.Context) error {
 		return r.applyModel(ctx, key(name), spec)
 	}
 	version := func(v string) func(map[string]any) { return func(s map[string]any) { s["version"] = v } }
+	// baked is a new version that bakes for bakeSeconds before it is Ready.
+	baked := func(v string) func(map[string]any) {
+		return func(s map[string]any) {
+			s["version"] = v
+			s["rolloutStrategy"].(map[string]any)["bakeSeconds"] = int64(captureBakeSeconds)
+		}
+	}
 
 	// Everything starts at once: the first rollouts run in parallel.
 	for _, m := range models {
@@ -280,6 +302,8 @@ func (r *rig) scenarios(ctx context.Context) error {
 		{"pii-rolling", version(r.broken)},
 		{"pii-rollback", version(r.broken)},
 		{"pii-no-rollback", version(r.broken)},
+		{"pii-baking", baked(r.v2)},
+		{"pii-bake-failed", baked(r.crashes)},
 	} {
 		if _, err := apply(step.name, step.change); err != nil {
 			return err
@@ -341,6 +365,14 @@ func (r *rig) scenarios(ctx context.Context) error {
 			"the rollback of a failed version could not create its pod (a ResourceQuota of 0 pods)"},
 		{"target_paused.yaml", "pii-paused", "TargetPaused", reconciling(v1alpha1.TargetPausedReason),
 			"a new version applied to a Deployment its owner paused: the rollout waits for the owner"},
+		{"baking.yaml", "pii-baking", "Baking", reconciling(v1alpha1.BakingReason),
+			fmt.Sprintf("a new version whose rollout completed, baking for its bakeSeconds (%d) before it is Ready and retained", captureBakeSeconds)},
+		{"bake_rollback_in_progress.yaml", "pii-bake-failed", "rollback after a failed bake", func(u *unstructured.Unstructured) bool {
+			return reconciling(v1alpha1.RolledBackReason)(u) && desired(u) == r.crashes
+		}, "the pass that applied the automatic rollback after a container of the baking version restarted (Degraded says BakeFailed)"},
+		{"bake_failed.yaml", "pii-bake-failed", "rolled back after a failed bake", func(u *unstructured.Unstructured) bool {
+			return stalledWith(v1alpha1.RolledBackReason)(u) && desired(u) == r.crashes
+		}, "a new version whose containers restarted 2 s after they became Ready, during its bake: rolled back automatically to the retained version"},
 	}
 	for _, a := range awaits {
 		got, err := r.history.await(ctx, key(a.model), a.what, a.pred)
