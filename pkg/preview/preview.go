@@ -201,6 +201,9 @@ type Result struct {
 	// Annotations says what applying the file does to the live
 	// annotations of the operator's that the file does not carry.
 	Annotations []AnnotationChange `json:"annotations,omitempty"`
+	// Bake says how long the version this commit rolls out bakes after its
+	// rollout completed and what fails the bake ("" when it does not bake).
+	Bake string `json:"bake,omitempty"`
 	// OnFailure says what happens when the rollout this commit starts
 	// exceeds its progress deadline.
 	OnFailure string `json:"onFailure,omitempty"`
@@ -272,12 +275,26 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 		res.Release = plan.ReleasePrevious.DeploymentName
 	}
 	res.OnFailure = onFailure(cur, plan)
+	res.Bake = bake(cur, plan)
 	return res
 }
 
 // onFailure says what the operator does when the rollout the plan starts
 // fails: the core's own choice (rollout.AutomaticRollback) on the status
 // the acting pass leaves.
+// bake describes the bake of the rollout plan starts, or "".
+func bake(obj *v1alpha1.OpenMedModel, plan rollout.Plan) string {
+	if plan.Status.Phase != v1alpha1.PhaseRollingOut {
+		return ""
+	}
+	desired, err := rollout.Normalize(obj)
+	if err != nil || !rollout.Bakes(desired, rollout.ManifestHash(desired), plan.Status.History) {
+		return ""
+	}
+	return fmt.Sprintf("%ds after the rollout completes, before it is Ready and retained; a container restart or OOM kill of its pods, "+
+		"or a pod unready for more than %s, fails the rollout", desired.RolloutStrategy.BakeSeconds, rollout.BakeUnreadyGrace)
+}
+
 func onFailure(obj *v1alpha1.OpenMedModel, plan rollout.Plan) string {
 	st := plan.Status
 	if st.Phase != v1alpha1.PhaseRollingOut {

@@ -148,7 +148,7 @@ func newDescribeCommand(r *root) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return describe(r.opts.Out, u)
+			return describe(r.opts.Out, u, r.opts.Now())
 		},
 	}
 }

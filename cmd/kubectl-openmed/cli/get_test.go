@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -131,6 +132,23 @@ func TestDescribe(t *testing.T) {
 			golden(t, "describe_"+strings.TrimSuffix(fixture, ".yaml")+".txt", res.stdout)
 		})
 	}
+	t.Run("baking", func(t *testing.T) {
+		// 6 s into the 20 s bake the fixture records.
+		create(t, "baking.yaml", "models", "clinical-ner")
+		at := func() time.Time { return time.Date(2026, 8, 20, 10, 0, 6, 0, time.UTC) }
+		res := runWith(t, Options{Now: at}, "--kubeconfig", kubeconfigFile(t), "describe", "clinical-ner")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		golden(t, "describe_baking.txt", res.stdout)
+		res = runWith(t, Options{Now: at}, "--kubeconfig", kubeconfigFile(t), "get", "clinical-ner")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if !strings.Contains(res.stdout, "RollingOut (baking, 14s left)") || !strings.Contains(res.stdout, "Progressing") {
+			t.Errorf("get does not show the time left:\n%s", res.stdout)
+		}
+	})
 	t.Run("missing", func(t *testing.T) {
 		res := run(t, "describe", "absent", "-n", "lab")
 		if res.err == nil || !strings.Contains(res.err.Error(), `OpenMedModel "absent" not found in namespace "lab"`) {

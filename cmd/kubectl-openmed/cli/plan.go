@@ -515,6 +515,9 @@ func printPlan(w io.Writer, res *preview.Result) {
 			fmt.Fprintf(w, "  annotation:  %s kept: set outside the file%s; remove it by hand\n", a.Key, by(a.Managers))
 		}
 	}
+	if res.Bake != "" {
+		fmt.Fprintf(w, "  bake:        %s\n", res.Bake)
+	}
 	if res.OnFailure != "" {
 		fmt.Fprintf(w, "  on failure:  %s\n", res.OnFailure)
 	}

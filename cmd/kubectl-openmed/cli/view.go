@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/pkg/apis/meta"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -59,12 +60,32 @@ func newRow(u *unstructured.Unstructured, now time.Time) (row, error) {
 		family:    orNone(m.Spec.Family),
 		desired:   orNone(m.Spec.Version),
 		active:    orNone(m.Status.ActiveVersion),
-		phase:     orNone(string(m.Status.Phase)),
+		phase:     phaseCell(m, now),
 		ready:     conditionStatus(m.Status.Conditions, v1alpha1.ReadyCondition),
 		argo:      string(v.argo.Code),
 		flux:      v.flux.Status.String(),
 		age:       duration.HumanDuration(now.Sub(m.CreationTimestamp.Time)),
 	}, nil
+}
+
+// phaseCell is the PHASE of `get`: the phase, and the time left of a bake.
+func phaseCell(m *v1alpha1.OpenMedModel, now time.Time) string {
+	if _, left, ok := bakeLeft(m, now); ok {
+		return fmt.Sprintf("%s (baking, %s left)", m.Status.Phase, duration.HumanDuration(left))
+	}
+	return orNone(string(m.Status.Phase))
+}
+
+// bakeLeft is when the bake the status reports ends and how long that is
+// from now; ok is false when the model is not baking.
+func bakeLeft(m *v1alpha1.OpenMedModel, now time.Time) (end time.Time, left time.Duration, ok bool) {
+	st := m.Status
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReconcilingCondition)
+	if st.BakeStartedAt == nil || m.Spec.RolloutStrategy.BakeSeconds == nil || c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.BakingReason {
+		return time.Time{}, 0, false
+	}
+	end = st.BakeStartedAt.Add(time.Duration(*m.Spec.RolloutStrategy.BakeSeconds) * time.Second)
+	return end, max(0, end.Sub(now)), true
 }
 
 // printTable writes rows in kubectl's column layout; withNamespace adds the
@@ -93,8 +114,8 @@ func newTabWriter(w io.Writer) *tabwriter.Writer {
 
 // describe writes the detail view of an object: what it wants, what serves,
 // both health views, the rollback state, conditions and retained history.
-// Times are absolute so the output does not depend on when it is read.
-func describe(w io.Writer, u *unstructured.Unstructured) error {
+// Times are absolute, except the time left of a bake, from now.
+func describe(w io.Writer, u *unstructured.Unstructured, now time.Time) error {
 	m, err := typed(u)
 	if err != nil {
 		return err
@@ -117,6 +138,14 @@ func describe(w io.Writer, u *unstructured.Unstructured) error {
 	field(0, "Suspended", fmt.Sprint(m.Spec.Suspend))
 	field(0, "Generation", fmt.Sprintf("%d (observed %d)", m.Generation, st.ObservedGeneration))
 	field(0, "Target", orNone(st.TargetName))
+	bake := none
+	if b := m.Spec.RolloutStrategy.BakeSeconds; b != nil && *b > 0 {
+		bake = fmt.Sprintf("%ds after a new version's rollout completes", *b)
+		if end, left, ok := bakeLeft(m, now); ok {
+			bake = fmt.Sprintf("baking %s since %s, until %s (%s left)", st.DesiredVersion, timestamp(*st.BakeStartedAt), timestamp(metav1.NewTime(end)), duration.HumanDuration(left))
+		}
+	}
+	field(0, "Bake", bake)
 
 	section("Health")
 	field(1, "Argo CD", fmt.Sprintf("%s: %s", v.argo.Code, v.argo.Message))
