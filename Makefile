@@ -46,7 +46,9 @@ export OPENMED_KWOK := $(KWOK)
 # The end-to-end suite finds kustomize-controller, flux and their CRDs here.
 export OPENMED_FLUX_DIR := $(FLUXBIN)
 
-GO_TEST_FLAGS ?= -count=1
+# The e2e package runs longer than go test's default 10 minutes on the
+# 2-core CI machine.
+GO_TEST_FLAGS ?= -count=1 -timeout 45m
 
 .PHONY: all
 all: build

@@ -28,6 +28,13 @@ import (
 // Ready on the suite's cluster.
 const brokenVersion = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-never-ready"
 
+// crashingVersion is the model version whose pods kwok restarts crashAfter
+// after they became Ready.
+const (
+	crashingVersion = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-crashes"
+	crashAfter      = 5 * time.Second
+)
+
 // operatorLabel on an OpenMedModel hands it to an operator a test starts for
 // itself (--watch-label-selector); the shared operator takes the models
 // without it. A test can so kill or stop its operator without touching the
@@ -126,8 +133,13 @@ func setUp() error {
 	if err != nil {
 		return err
 	}
+	crashingHash, err := localrun.ManifestHashOf(model, crashingVersion)
+	if err != nil {
+		return err
+	}
 	cluster, err = minicluster.Start(ctx, minicluster.Config{
-		NeverReady: minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+		NeverReady:      minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{crashingHash}, After: crashAfter},
 	})
 	if err != nil {
 		return err
@@ -138,7 +150,11 @@ func setUp() error {
 			return err
 		}
 	}
-	if k8s, err = client.NewWithWatch(cluster.RESTConfig(), client.Options{Scheme: scheme}); err != nil {
+	// The tests poll many objects in parallel; client-go's default 5 QPS
+	// would make them observe late, not the operator act late.
+	cfg := cluster.RESTConfig()
+	cfg.QPS, cfg.Burst = 100, 200
+	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	bundle, err := localrun.InstallBundle(ctx, k8s, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))

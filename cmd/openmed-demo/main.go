@@ -86,6 +86,9 @@ type options struct {
 	progressDeadline time.Duration
 	upgradeVersion   string
 	brokenVersion    string
+	crashingVersion  string
+	crashAfter       time.Duration
+	bake             time.Duration
 	stageTimeout     time.Duration
 }
 
@@ -99,5 +102,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.progressDeadline, "progress-deadline", 15*time.Second, "spec.rolloutStrategy.progressDeadlineSeconds for the demo (the example's 600s would make the never-ready stage last 10 minutes).")
 	fs.StringVar(&o.upgradeVersion, "upgrade-version", "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2", "The model version of the upgrade stage.")
 	fs.StringVar(&o.brokenVersion, "broken-version", "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v3-broken", "The model version whose pods never become ready.")
+	fs.StringVar(&o.crashingVersion, "crashing-version", "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v4-crashes", "The model version whose pods restart after they became ready.")
+	fs.DurationVar(&o.crashAfter, "crash-after", 5*time.Second, "How long after it became ready a pod of the crashing version restarts.")
+	fs.DurationVar(&o.bake, "bake", 20*time.Second, "spec.rolloutStrategy.bakeSeconds of the crash-after-warm-up stage.")
 	fs.DurationVar(&o.stageTimeout, "stage-timeout", 2*time.Minute, "How long one stage may take, on top of the progress deadline.")
 }

@@ -57,9 +57,14 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("broken version: %w", err)
 	}
+	crashingHash, err := localrun.ManifestHashOf(model, o.crashingVersion)
+	if err != nil {
+		return fmt.Errorf("crashing version: %w", err)
+	}
 
 	// The cluster: the one of --kubeconfig, or a local control plane whose
-	// kwok keeps the pods of the broken version Running but never Ready.
+	// kwok keeps the pods of the broken version Running but never Ready and
+	// restarts those of the crashing version after they became Ready.
 	var (
 		cfg        *rest.Config
 		kubeconfig string
@@ -79,6 +84,11 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 			NeverReady: minicluster.NeverReady{
 				Annotation: v1alpha1.ManifestHashAnnotation,
 				Values:     []string{brokenHash},
+			},
+			CrashAfterReady: minicluster.CrashAfterReady{
+				Annotation: v1alpha1.ManifestHashAnnotation,
+				Values:     []string{crashingHash},
+				After:      o.crashAfter,
 			},
 		})
 		if err != nil {
@@ -148,15 +158,18 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		op.PID(), localrun.ServiceAccountUser(bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name), op.LogPath()))
 
 	s := &story{
-		p:              p,
-		c:              c,
-		model:          model,
-		target:         target,
-		deadline:       o.progressDeadline,
-		upgradeVersion: o.upgradeVersion,
-		brokenVersion:  o.brokenVersion,
-		neverReady:     local != nil,
-		stageTimeout:   o.stageTimeout,
+		p:               p,
+		c:               c,
+		model:           model,
+		target:          target,
+		deadline:        o.progressDeadline,
+		upgradeVersion:  o.upgradeVersion,
+		brokenVersion:   o.brokenVersion,
+		crashingVersion: o.crashingVersion,
+		crashAfter:      o.crashAfter,
+		bake:            o.bake,
+		neverReady:      local != nil,
+		stageTimeout:    o.stageTimeout,
 	}
 	results, err := s.play(ctx)
 	p.summary(setup.results, results, time.Since(start))

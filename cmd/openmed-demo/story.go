@@ -47,6 +47,11 @@ type story struct {
 
 	deadline                      time.Duration
 	upgradeVersion, brokenVersion string
+	// crashingVersion's pods restart crashAfter after they became Ready;
+	// its stage sets bakeSeconds to bake.
+	crashingVersion string
+	crashAfter      time.Duration
+	bake            time.Duration
 	// neverReady is true when the cluster's kwok keeps the broken
 	// version's pods NotReady; a real kubelet cannot be told to.
 	neverReady   bool
@@ -73,6 +78,9 @@ type watchStats struct {
 	// deadlineExceeded is true when the Deployment reported
 	// ProgressDeadlineExceeded.
 	deadlineExceeded bool
+	// baking and bakeFailed are true when the model reported
+	// Reconciling=True/Baking and Degraded=True/BakeFailed.
+	baking, bakeFailed bool
 }
 
 func (s *story) stages() []stage {
@@ -82,9 +90,10 @@ func (s *story) stages() []stage {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseReady && snap.ActiveVersion == version && snap.KStatus == kstatus.CurrentStatus
 		}
 	}
-	var neverReadySkip string
+	var neverReadySkip, crashSkip string
 	if !s.neverReady {
 		neverReadySkip = "needs the local control plane: a real kubelet cannot be made to keep a version's pods NotReady"
+		crashSkip = "needs the local control plane: a real kubelet cannot be made to restart a version's containers"
 	}
 	return []stage{{
 		name: "first-rollout",
@@ -119,6 +128,25 @@ func (s *story) stages() []stage {
 		intro: "revert spec.version to " + s.upgradeVersion + " (the bad commit reverted in Git)",
 		skip:  neverReadySkip,
 		act:   func(ctx context.Context) error { return s.applyVersion(ctx, s.upgradeVersion) },
+		done:  servingAt(s.upgradeVersion),
+	}, {
+		name: "crash-after-warm-up",
+		intro: fmt.Sprintf("change spec.version to %s with bakeSeconds %d: its pods become ready, then restart %s later; the restart fails the bake and the operator restores %s",
+			s.crashingVersion, s.bakeSeconds(), s.crashAfter, s.upgradeVersion),
+		skip: crashSkip,
+		act:  func(ctx context.Context) error { return s.apply(ctx, s.crashingVersion, s.bakeSeconds()) },
+		done: func(snap localrun.Snapshot) bool {
+			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == s.upgradeVersion &&
+				snap.KStatus == kstatus.FailedStatus && deploymentSettled(snap)
+		},
+		note: func(w watchStats) string {
+			return fmt.Sprintf("Baking seen: %t; BakeFailed seen: %t", w.baking, w.bakeFailed)
+		},
+	}, {
+		name:  "revert-again",
+		intro: "revert spec.version to " + s.upgradeVersion + ", keeping bakeSeconds (it served already, so it is Ready at once)",
+		skip:  crashSkip,
+		act:   func(ctx context.Context) error { return s.apply(ctx, s.upgradeVersion, s.bakeSeconds()) },
 		done:  servingAt(s.upgradeVersion),
 	}, {
 		name:  "manual-rollback",
@@ -201,6 +229,7 @@ func (s *story) runStage(ctx context.Context, st stage) (*localrun.Snapshot, wat
 	defer tick.Stop()
 	var last string
 	var snap *localrun.Snapshot
+	var baking, bakeFailed bool
 	for {
 		cur, err := s.observe(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -212,10 +241,14 @@ func (s *story) runStage(ctx context.Context, st stage) (*localrun.Snapshot, wat
 				s.p.line(st.name, fmt.Sprintf("+%5.2fs %s", time.Since(start).Seconds(), line))
 				last = line
 			}
+			baking = baking || cur.Condition(v1alpha1.ReconcilingCondition) == "True/"+v1alpha1.BakingReason
+			bakeFailed = bakeFailed || cur.Condition(v1alpha1.DegradedCondition) == "True/"+v1alpha1.BakeFailedReason
 			if st.done(cur) {
 				cancel()
 				<-watching
-				return snap, w.stats, nil
+				stats := w.stats
+				stats.baking, stats.bakeFailed = baking, bakeFailed
+				return snap, stats, nil
 			}
 		}
 		select {
@@ -311,12 +344,26 @@ func (s *story) deadlineSeconds() int32 {
 	return int32(max(1, s.deadline.Round(time.Second)/time.Second))
 }
 
-// applyVersion server-side applies the example model with version, the demo's
-// progress deadline and no status, as a GitOps tool applies what is in Git.
+// bakeSeconds is the crash stage's bake in whole seconds.
+func (s *story) bakeSeconds() int32 {
+	return int32(max(1, s.bake.Round(time.Second)/time.Second))
+}
+
+// applyVersion applies the example model with version and no bake.
 func (s *story) applyVersion(ctx context.Context, version string) error {
+	return s.apply(ctx, version, 0)
+}
+
+// apply server-side applies the example model with version, the demo's
+// progress deadline, bakeSeconds when not 0, and no status, as a GitOps
+// tool applies what is in Git.
+func (s *story) apply(ctx context.Context, version string, bakeSeconds int32) error {
 	m := s.model.DeepCopy()
 	m.Spec.Version = version
 	m.Spec.RolloutStrategy.ProgressDeadlineSeconds = ptr.To(s.deadlineSeconds())
+	if bakeSeconds > 0 {
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To(bakeSeconds)
+	}
 	m.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("OpenMedModel"))
 	content, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(m)
 	if err != nil {

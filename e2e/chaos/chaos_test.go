@@ -47,6 +47,12 @@ const (
 	// broken never becomes available: the stand-in reports its rollout
 	// past the progress deadline.
 	broken = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-broken"
+	// v3 bakes; crashes bakes and a container of its pods restarts: the
+	// bake fails.
+	v3      = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v3"
+	crashes = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-crashes"
+	// chaosBake is the bakeSeconds of v3 and crashes.
+	chaosBake = 3
 	// convergeWithin bounds every step of the scenario.
 	convergeWithin = 4 * time.Minute
 )
@@ -146,9 +152,10 @@ func run(t *testing.T, bin string, cfg runConfig) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
-	sc := harness.NewStandIn(t, c, namespace, 4, cfg.delay)
+	sc := harness.NewStandIn(t, c, namespace, 4, cfg.delay).WithPods()
 	defer sc.Stop()
 	sc.Fail(manifestHash(t, broken))
+	sc.Crash(manifestHash(t, crashes))
 	for i := 0; i < cfg.models; i++ {
 		for _, name := range []string{name(i), retargetName(i)} {
 			d := deployment(i)
@@ -201,6 +208,20 @@ func run(t *testing.T, bin string, cfg runConfig) {
 		{name: "release the manual rollback", models: all, rolls: one,
 			act:  func(t *testing.T, r *runner) { r.annotate(cfg.models, "") },
 			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v2) }},
+		// The bake guard: v3 bakes and becomes the retained version; the
+		// crashing version's pods restart during the bake, which rolls it
+		// back to v3; its revert rolls nothing.
+		{name: "bake", models: all, rolls: one,
+			act: func(t *testing.T, r *runner) { r.setBakedVersions(cfg.models, v3) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool {
+				return ready(m, v3) && len(m.Status.History) > 0 && m.Status.History[0].Version == v3
+			}},
+		{name: "failed bake, automatic rollback", models: all, rolls: times(2),
+			act:  func(t *testing.T, r *runner) { r.setBakedVersions(cfg.models, crashes) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return heldAt(m, v3) }},
+		{name: "revert the failed bake", models: all, rolls: times(0),
+			act:  func(t *testing.T, r *runner) { r.setBakedVersions(cfg.models, v3) },
+			done: func(m *v1alpha1.OpenMedModel, _ int) bool { return ready(m, v3) }},
 		// The even models move to their second Deployment: the new one
 		// gets the pointer (one roll), the old one is released (one roll).
 		{name: "retarget half", models: all, released: func(i int) string { return ifThen(other(i), name(i)) },
@@ -212,11 +233,11 @@ func run(t *testing.T, bin string, cfg runConfig) {
 			},
 			act: func(t *testing.T, r *runner) { r.retarget(cfg.models, other) },
 			done: func(m *v1alpha1.OpenMedModel, i int) bool {
-				return ready(m, v2) && (!other(i) || m.Status.TargetName == retargetName(i))
+				return ready(m, v3) && (!other(i) || m.Status.TargetName == retargetName(i))
 			}},
 		{name: "delete half", models: half, rolls: func(i int) map[string]int { return map[string]int{name(i): b2i(half(i))} }, gone: true,
 			act:  func(t *testing.T, r *runner) { r.deleteModels(cfg.models, half) },
-			done: func(m *v1alpha1.OpenMedModel, i int) bool { return ready(m, v2) }},
+			done: func(m *v1alpha1.OpenMedModel, i int) bool { return ready(m, v3) }},
 	}
 
 	stopChurn := make(chan struct{})
@@ -267,9 +288,10 @@ func run(t *testing.T, bin string, cfg runConfig) {
 			if got := len(seq) - 1; got != want[d] {
 				t.Errorf("%s: %d pod-template changes, the scenario needs %d: %v", d, got, want[d], seq)
 			}
-			badHash := manifestHash(t, broken)
-			if n := countHash(seq, badHash); n > 1 {
-				t.Errorf("%s: the failed version was rolled out %d times: %v", d, n, seq)
+			for _, bad := range []string{broken, crashes} {
+				if n := countHash(seq, manifestHash(t, bad)); n > 1 {
+					t.Errorf("%s: the failed version %s was rolled out %d times: %v", d, bad, n, seq)
+				}
 			}
 		}
 	}
@@ -533,6 +555,14 @@ func (r *runner) setVersions(n int, version string) {
 	r.edit(n, nil, func(m *v1alpha1.OpenMedModel) { m.Spec.Version = version })
 }
 
+// setBakedVersions sets version with a bake of chaosBake seconds.
+func (r *runner) setBakedVersions(n int, version string) {
+	r.edit(n, nil, func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = version
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](chaosBake)
+	})
+}
+
 func (r *runner) annotate(n int, rollbackTo string) {
 	r.edit(n, nil, func(m *v1alpha1.OpenMedModel) {
 		if m.Annotations == nil {
@@ -614,6 +644,9 @@ func (r *runner) released(deployment string, replicas int32) string {
 	}
 	if d.Annotations[v1alpha1.ModelResourceAnnotation] != "" || d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] != "" {
 		left = append(left, "owner annotation")
+	}
+	if _, ok := d.Spec.Template.Labels[v1alpha1.BakeLabel]; ok {
+		left = append(left, "bake label")
 	}
 	if got := ptr.Deref(d.Spec.Replicas, 1); got != replicas {
 		left = append(left, fmt.Sprintf("replicas %d, had %d", got, replicas))
@@ -808,7 +841,7 @@ func (s *sampler) stop() {
 }
 
 // checkAudit: the operator only ever read, watched and patched Deployments,
-// and never touched Secrets, Pods or ReplicaSets.
+// only read and watched Pods, and never touched Secrets or ReplicaSets.
 func checkAudit(t *testing.T, reqs []harness.Request) {
 	t.Helper()
 	kinds := map[string]int{}
@@ -819,7 +852,11 @@ func checkAudit(t *testing.T, reqs []harness.Request) {
 			if q.Verb != "get" && q.Verb != "list" && q.Verb != "watch" && q.Verb != "patch" {
 				t.Errorf("the operator sent %s %s/%s", q.Kind(), q.Namespace, q.Name)
 			}
-		case "secrets", "pods", "replicasets":
+		case "pods":
+			if q.Verb != "get" && q.Verb != "list" && q.Verb != "watch" {
+				t.Errorf("the operator sent %s %s/%s", q.Kind(), q.Namespace, q.Name)
+			}
+		case "secrets", "replicasets":
 			t.Errorf("the operator touched %s: %s %s/%s", q.Resource, q.Kind(), q.Namespace, q.Name)
 		}
 	}

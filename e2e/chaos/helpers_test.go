@@ -53,6 +53,7 @@ func allowed(path string) bool {
 		strings.HasPrefix(path, ".spec.strategy."),
 		path == ".spec.template.metadata.annotations."+v1alpha1.ManifestHashAnnotation,
 		path == ".spec.template.metadata.annotations."+v1alpha1.ModelResourceAnnotation,
+		path == ".spec.template.metadata.labels."+v1alpha1.BakeLabel,
 		path == `.spec.template.spec.containers[name="openmed-service"].name`,
 		path == env+".name", path == env+".value", strings.HasPrefix(path, env+".valueFrom."):
 		return true

@@ -4,7 +4,10 @@
 // generation rolled out at once. Every request of the operator is counted
 // by the API server itself (its audit log, filtered by the operator's own
 // user). It asserts the request counts, which are deterministic, and only
-// prints the times, CPU and memory it measures.
+// prints the times, CPU and memory it measures. Every Deployment has two
+// pods (the stand-in creates them, Ready); each N runs twice: without the
+// bake guard (the pods are not cached) and with it (bakeSeconds set, so
+// the operator's pod cache holds them), to measure what the guard costs.
 //
 //	OPENMED_SCALE_N=100,1000 go test ./e2e/scale -run TestScale -v -timeout 60m
 //
@@ -51,6 +54,10 @@ const (
 	// The floor the issue set: first rollout and upgrade calls per model.
 	maxFirstRollout = 7
 	maxUpgrade      = 6
+	// A bake adds a status write and an event per rollout.
+	bakeCalls = 2
+	// scaleBake is the bakeSeconds of the guarded run.
+	scaleBake = 1
 
 	steadyWindows = 3
 	workers       = 8
@@ -91,22 +98,35 @@ func TestScale(t *testing.T) {
 	}
 	var results []result
 	for _, n := range sizes(t) {
-		r := run(t, bin, n)
-		results = append(results, r)
-		fmt.Print(r.table())
-		for _, p := range []struct {
-			name  string
-			calls phaseCalls
-			max   float64
-		}{{"first rollout", r.rollout, maxFirstRollout}, {"upgrade", r.upgrade, maxUpgrade}} {
-			if got := p.calls.perModel(n); got > p.max {
-				t.Errorf("N=%d %s: %.2f calls per model, the floor is %v: %v", n, p.name, got, p.max, p.calls.byKind)
+		var plain result
+		for _, bake := range []bool{false, true} {
+			r := run(t, bin, n, bake)
+			fmt.Print(r.table())
+			extra := 0.0
+			if bake {
+				extra = bakeCalls
 			}
-		}
-		for i, w := range r.steady {
-			if w.total() != 0 {
-				t.Errorf("N=%d steady window %d: %d calls: %v", n, i+1, w.total(), w.byKind)
+			for _, p := range []struct {
+				name  string
+				calls phaseCalls
+				max   float64
+			}{{"first rollout", r.rollout, maxFirstRollout + extra}, {"upgrade", r.upgrade, maxUpgrade + extra}} {
+				if got := p.calls.perModel(n); got > p.max {
+					t.Errorf("N=%d bake=%t %s: %.2f calls per model, the floor is %v: %v", n, bake, p.name, got, p.max, p.calls.byKind)
+				}
 			}
+			for i, w := range r.steady {
+				if w.total() != 0 {
+					t.Errorf("N=%d bake=%t steady window %d: %d calls: %v", n, bake, i+1, w.total(), w.byKind)
+				}
+			}
+			if !bake {
+				plain = r
+				results = append(results, r)
+				continue
+			}
+			fmt.Printf("\nN=%d, two pods per Deployment: peak RSS %.1f MiB with the bake guard (its pod cache), %.1f MiB without: %+.1f%%\n",
+				n, float64(r.peakRSS)/(1<<20), float64(plain.peakRSS)/(1<<20), 100*(float64(r.peakRSS)/float64(plain.peakRSS)-1))
 		}
 	}
 	if len(results) > 1 {
@@ -120,6 +140,7 @@ func TestScale(t *testing.T) {
 // result is what one run measured.
 type result struct {
 	n                       int
+	bake                    bool
 	rollout, upgrade        phaseCalls
 	steady                  []phaseCalls
 	informer                phaseCalls
@@ -136,7 +157,11 @@ type result struct {
 
 func (r result) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n=== scale N=%d (operator process, real kube-apiserver; calls counted by the API server's audit log)\n", r.n)
+	guard := "without the bake guard"
+	if r.bake {
+		guard = fmt.Sprintf("with the bake guard, bakeSeconds %d", scaleBake)
+	}
+	fmt.Fprintf(&b, "\n=== scale N=%d, two pods per Deployment, %s (operator process, real kube-apiserver; calls counted by the API server's audit log)\n", r.n, guard)
 	fmt.Fprintf(&b, "%-34s %s\n", "first rollout, calls per model", r.rollout.describe(r.n))
 	fmt.Fprintf(&b, "%-34s %s\n", "upgrade, calls per model", r.upgrade.describe(r.n))
 	for i, w := range r.steady {
@@ -200,7 +225,7 @@ func calls(t *testing.T, cl *harness.Cluster, from, to time.Time) (models, infor
 }
 
 // run is one benchmark at size n.
-func run(t *testing.T, bin string, n int) result {
+func run(t *testing.T, bin string, n int, bake bool) result {
 	ctx := context.Background()
 	dir := t.TempDir()
 	cl := harness.Start(t, dir, "Metadata")
@@ -210,7 +235,7 @@ func run(t *testing.T, bin string, n int) result {
 		t.Fatal(err)
 	}
 
-	sc := harness.NewStandIn(t, c, namespace, workers, 0)
+	sc := harness.NewStandIn(t, c, namespace, workers, 0).WithPods()
 	defer sc.Stop()
 	parallel(t, n, func(i int) error {
 		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(i))
@@ -219,7 +244,7 @@ func run(t *testing.T, bin string, n int) result {
 		return sc.Reported() >= n, fmt.Sprintf("%d of %d", sc.Reported(), n)
 	})
 
-	r := result{n: n}
+	r := result{n: n, bake: bake}
 	op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
 		Args: []string{"--log-level=error"}})
 	if err != nil {
@@ -239,7 +264,13 @@ func run(t *testing.T, bin string, n int) result {
 	// First rollout.
 	cpu0 := harness.CPUSeconds(t, op.PID())
 	t0 := time.Now()
-	parallel(t, n, func(i int) error { return c.Create(ctx, model(i)) })
+	parallel(t, n, func(i int) error {
+		m := model(i)
+		if bake {
+			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](scaleBake)
+		}
+		return c.Create(ctx, m)
+	})
 	mw.waitReady(t, n, v1)
 	r.createReady = time.Since(t0)
 	settle()
@@ -278,7 +309,7 @@ func run(t *testing.T, bin string, n int) result {
 	r.reaction = probeReaction(t, sc, mw, n)
 
 	if dir := os.Getenv("OPENMED_SCALE_PROFILE"); dir != "" {
-		saveHeapProfile(t, strings.TrimSuffix(op.MetricsURL(), "/metrics"), filepath.Join(dir, fmt.Sprintf("heap-%d.pprof", n)))
+		saveHeapProfile(t, strings.TrimSuffix(op.MetricsURL(), "/metrics"), filepath.Join(dir, fmt.Sprintf("heap-%d-bake-%t.pprof", n, bake)))
 	}
 	samples, size := scrape(t, op.MetricsURL())
 	r.metricsBytes = size

@@ -20,6 +20,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
@@ -203,9 +204,14 @@ type StandIn struct {
 
 	mu       sync.Mutex
 	failing  map[string]bool
+	crashing map[string]bool
+	pods     bool
 	reported map[string]map[int64]time.Time
 	rnd      *rand.Rand
 }
+
+// deploymentLabel marks the stand-in's pods with their Deployment.
+const deploymentLabel = "harness.openmed.ai/deployment"
 
 // NewStandIn starts the stand-in for namespace ns with workers writers.
 func NewStandIn(t *testing.T, c client.WithWatch, ns string, workers int, delay time.Duration) *StandIn {
@@ -214,7 +220,7 @@ func NewStandIn(t *testing.T, c client.WithWatch, ns string, workers int, delay 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &StandIn{Delay: delay, c: c, ns: ns, w: w, failing: map[string]bool{}, reported: map[string]map[int64]time.Time{},
+	s := &StandIn{Delay: delay, c: c, ns: ns, w: w, failing: map[string]bool{}, crashing: map[string]bool{}, reported: map[string]map[int64]time.Time{},
 		rnd: rand.New(rand.NewPCG(1, 2))}
 	for i := 0; i < workers; i++ {
 		q := make(chan *appsv1.Deployment, 4096)
@@ -242,6 +248,26 @@ func (s *StandIn) Fail(manifestHash string) {
 	s.failing[manifestHash] = true
 }
 
+// WithPods makes the stand-in play the ReplicaSet controller and the kubelet
+// too: before it reports a rollout available it creates the replicas' pods
+// of the new template (its labels and annotations), Running and Ready, and
+// deletes the pods of the Deployment's other templates.
+func (s *StandIn) WithPods() *StandIn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pods = true
+	return s
+}
+
+// Crash makes a container of a pod of every template with this manifest
+// hash restart once, up to a second after the stand-in reported the
+// rollout (needs WithPods).
+func (s *StandIn) Crash(manifestHash string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.crashing[manifestHash] = true
+}
+
 func hash(s string) uint32 {
 	var h uint32 = 2166136261
 	for i := 0; i < len(s); i++ {
@@ -267,9 +293,23 @@ func (s *StandIn) work(q chan *appsv1.Deployment) {
 			if live.Status.ObservedGeneration >= live.Generation {
 				return nil
 			}
+			h := live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
 			s.mu.Lock()
-			failing := s.failing[live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]]
+			failing, pods, crash := s.failing[h], s.pods, s.crashing[h]
 			s.mu.Unlock()
+			if pods && !failing {
+				names, err := s.ensurePods(live)
+				if err != nil {
+					return err
+				}
+				if crash && len(names) > 0 {
+					s.mu.Lock()
+					wait := time.Duration(s.rnd.Int64N(int64(time.Second)))
+					s.mu.Unlock()
+					s.wg.Add(1)
+					go s.crash(names[0], wait)
+				}
+			}
 			live.Status = Status(live, failing)
 			if err := s.c.Status().Update(context.Background(), live); err != nil {
 				return err
@@ -286,6 +326,91 @@ func (s *StandIn) work(q chan *appsv1.Deployment) {
 			fmt.Fprintln(os.Stderr, "stand-in:", err)
 		}
 	}
+}
+
+// ensurePods creates the pods of d's template that do not exist, Ready, and
+// deletes the Deployment's pods of other templates; it returns the names of
+// the template's pods.
+func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
+	ctx := context.Background()
+	h := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+	var pods corev1.PodList
+	if err := s.c.List(ctx, &pods, client.InNamespace(s.ns), client.MatchingLabels{deploymentLabel: d.Name}); err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Annotations[v1alpha1.ManifestHashAnnotation] == h {
+			have[p.Name] = true
+			continue
+		}
+		if err := s.c.Delete(ctx, p); client.IgnoreNotFound(err) != nil {
+			return nil, err
+		}
+	}
+	short := strings.TrimPrefix(h, "sha256:")
+	short = short[:min(10, len(short))]
+	var names []string
+	for i := 0; i < int(ptr.Deref(d.Spec.Replicas, 1)); i++ {
+		name := fmt.Sprintf("%s-%s-%d", d.Name, short, i)
+		names = append(names, name)
+		if have[name] {
+			continue
+		}
+		labels := map[string]string{deploymentLabel: d.Name}
+		for k, v := range d.Spec.Template.Labels {
+			labels[k] = v
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: d.Spec.Template.Spec.Containers[0].Name, Image: d.Spec.Template.Spec.Containers[0].Image}}},
+		}
+		if err := s.c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		if err := s.setPodStatus(name, func(p *corev1.Pod) {
+			now := metav1.Now()
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.Spec.Containers[0].Name, Image: pod.Spec.Containers[0].Image, Ready: true,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return names, nil
+}
+
+// crash reports, after wait, that the pod's container was OOM-killed and
+// restarted.
+func (s *StandIn) crash(name string, wait time.Duration) {
+	defer s.wg.Done()
+	time.Sleep(wait)
+	err := s.setPodStatus(name, func(p *corev1.Pod) {
+		if len(p.Status.ContainerStatuses) == 0 {
+			return
+		}
+		now := metav1.Now()
+		c := &p.Status.ContainerStatuses[0]
+		c.RestartCount++
+		c.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", StartedAt: c.State.Running.StartedAt, FinishedAt: now}
+		c.State.Running = &corev1.ContainerStateRunning{StartedAt: now}
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		fmt.Fprintln(os.Stderr, "stand-in crash:", err)
+	}
+}
+
+func (s *StandIn) setPodStatus(name string, mutate func(*corev1.Pod)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p := &corev1.Pod{}
+		if err := s.c.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: name}, p); err != nil {
+			return err
+		}
+		mutate(p)
+		return s.c.Status().Update(context.Background(), p)
+	})
 }
 
 // Status is what the Deployment controller reports for d's current
