@@ -101,7 +101,7 @@ func run(ctx context.Context, dir, ecoDir string) (n int, err error) {
 	fmt.Println("starting the local control plane and building the operator")
 	cluster, err := minicluster.Start(ctx, minicluster.Config{
 		// The ecosystem scenarios count pods against a ResourceQuota.
-		Controllers: append(slices.Clone(minicluster.DefaultControllers), "resourcequota-controller"),
+		Controllers:     append(slices.Clone(minicluster.DefaultControllers), "resourcequota-controller"),
 		NeverReady:      minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
 		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{crashHash}, After: 2 * time.Second},
 	})
