@@ -37,6 +37,9 @@ import (
 //     last-applied-configuration); the strings every resource repeats
 //     (condition types, reasons and messages) are stored once.
 //
+// Pods are not in the manager's cache: the reconciler keeps the pods of
+// baking versions in a store of its own, in a smaller shape (pods.go).
+//
 // The reconciler works on unpruned objects too; the pruning only saves
 // memory.
 func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
@@ -47,47 +50,7 @@ func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 			Transform: PruneConfigMap,
 		},
 		&appsv1.Deployment{}: {Transform: PruneDeployment},
-		// Only the pods of targets whose model bakes its versions, pruned
-		// to what the bake reads.
-		&corev1.Pod{}: {
-			Label:     labels.SelectorFromSet(labels.Set{v1alpha1.BakeLabel: "true"}),
-			Transform: PrunePod,
-		},
 	}
-}
-
-// PrunePod is the cache transform for pods (see CacheByObject): their
-// identity, the operator's annotations (owner and manifest hash), whether
-// they are being deleted, and of their status the Ready condition and each
-// container's restarts and terminations.
-func PrunePod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out := &corev1.Pod{TypeMeta: p.TypeMeta}
-	out.Namespace, out.Name, out.UID, out.ResourceVersion = p.Namespace, p.Name, p.UID, p.ResourceVersion
-	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
-	out.Annotations = operatorKeys(p.Annotations)
-	for k, v := range out.Annotations {
-		out.Annotations[k] = intern(v)
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
-		}
-	}
-	for _, c := range p.Status.ContainerStatuses {
-		s := corev1.ContainerStatus{Name: c.Name, RestartCount: c.RestartCount}
-		if t := c.LastTerminationState.Terminated; t != nil {
-			s.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: intern(t.Reason), ExitCode: t.ExitCode, FinishedAt: t.FinishedAt}
-		}
-		if t := c.State.Terminated; t != nil {
-			s.State.Terminated = &corev1.ContainerStateTerminated{Reason: intern(t.Reason), ExitCode: t.ExitCode, FinishedAt: t.FinishedAt}
-		}
-		out.Status.ContainerStatuses = append(out.Status.ContainerStatuses, s)
-	}
-	return out, nil
 }
 
 // PruneDeployment is the cache transform for Deployments (see

@@ -56,9 +56,6 @@ const kopfFinalizer = "kopf.zalando.org/KopfFinalizerMarker"
 const (
 	targetIndexKey = ".openmed.targetName"
 	ownerIndexKey  = ".openmed.ownerUID"
-	// podOwnerIndexKey indexes the cached pods (the bake label's) by the
-	// owner key their pod template's annotation names.
-	podOwnerIndexKey = ".openmed.podOwner"
 )
 
 // lagRecheck is how long a pass that found the cache behind the operator's
@@ -106,6 +103,7 @@ type OpenMedModelReconciler struct {
 	retries   *backoff
 	modelLag  *cacheLag
 	targetLag *cacheLag
+	pods      *podStore
 
 	mu          sync.Mutex
 	rolloutFrom map[types.NamespacedName]time.Time
@@ -119,6 +117,9 @@ type Options struct {
 	// RateLimiter overrides the queue's backoff for passes that end in a
 	// conflict; failed passes use the reconciler's own capped backoff.
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
+	// Namespace is the one namespace the manager's cache watches, "" for
+	// all: the store of the pods of baking versions watches the same.
+	Namespace string
 }
 
 // SetupWithManager registers the reconciler, its indexes and its watches:
@@ -159,13 +160,13 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return fmt.Errorf("index ConfigMaps by owner: %w", err)
 	}
 
-	if err := indexer.IndexField(ctx, &corev1.Pod{}, podOwnerIndexKey, func(o client.Object) []string {
-		if owner := o.GetAnnotations()[v1alpha1.ModelResourceAnnotation]; owner != "" {
-			return []string{owner}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("index pods by owner: %w", err)
+	// The pods of baking versions, in a store of their own (see pods.go).
+	watcher, err := client.NewWithWatch(mgr.GetConfig(), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return fmt.Errorf("pod store client: %w", err)
+	}
+	if r.pods, err = newPodStore(watcher, opts.Namespace); err != nil {
+		return fmt.Errorf("pod store: %w", err)
 	}
 
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
@@ -181,7 +182,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		))).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDeployment)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(requestForPod)).
+		WatchesRawSource(r.pods).
 		WithOptions(copts).
 		Complete(r)
 }
@@ -227,16 +228,6 @@ func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o cl
 		}
 	}
 	return reqs
-}
-
-// requestForPod maps a pod of a baking version (the cache holds no others)
-// to the OpenMedModel its owner annotation names.
-func requestForPod(_ context.Context, o client.Object) []reconcile.Request {
-	owner := o.GetAnnotations()[v1alpha1.ModelResourceAnnotation]
-	if ns, name, ok := strings.Cut(owner, "/"); ok && ns == o.GetNamespace() {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
-	}
-	return nil
 }
 
 // pass is one reconcile of one resource: what it read, decided and did.
@@ -462,11 +453,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		observed.PreviousTarget, waiting = r.cachedDeployment(ctx, obj.Namespace, previous)
 	}
 	if observed.Deployment != nil && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
-		var pods corev1.PodList
-		if err := r.List(ctx, &pods, client.InNamespace(obj.Namespace), client.MatchingFields{podOwnerIndexKey: rollout.OwnerKey(obj)}); err == nil {
-			observed.Pods = pods.Items
-			sort.Slice(observed.Pods, func(i, j int) bool { return observed.Pods[i].Name < observed.Pods[j].Name })
-		}
+		observed.Pods = r.pods.pods(rollout.OwnerKey(obj))
 	}
 	if obj.UID != "" {
 		var cms corev1.ConfigMapList

@@ -36,8 +36,10 @@ type Observed struct {
 
 	// Pods are the pods of the target that carry the bake label
 	// (BakeLabel) and this resource's owner annotation, read while the
-	// desired spec bakes (spec.rolloutStrategy.bakeSeconds). A cache may
-	// hold them pruned to what the bake reads (controllers.PrunePod).
+	// desired spec bakes (spec.rolloutStrategy.bakeSeconds). They may hold
+	// only what the bake reads: the owner and manifest-hash annotations,
+	// the creation and deletion times, the Ready condition and the
+	// containers' terminations (the operator's pod store keeps no more).
 	Pods []corev1.Pod
 
 	// Now is the time of the pass; the core never reads a clock.

@@ -74,7 +74,7 @@ func (d *decider) bake(complete bool) {
 		d.st.BakeStartedAt = &now
 	}
 	start := d.st.BakeStartedAt.Time
-	reason, recheck := bakeFailure(d.obs.Pods, d.st.ManifestHash, start, d.now.Time)
+	reason, recheck := BakeFailure(d.obs.Pods, d.st.ManifestHash, start, d.now.Time)
 	if reason != "" {
 		d.bakeFailed(reason)
 		return
@@ -109,10 +109,10 @@ func (d *decider) bakeFailed(reason string) {
 	d.rolloutFailedWith(fmt.Sprintf(EventMsgBakeFailed, reason), v1alpha1.BakeFailedReason, MsgBakeFailed)
 }
 
-// bakeFailure returns what fails the bake of the pods with manifestHash
+// BakeFailure returns what fails the bake of the pods with manifestHash
 // that began at start, or "", and how long until a pod's unready grace ends
 // (0: none pending).
-func bakeFailure(pods []corev1.Pod, manifestHash string, start, now time.Time) (reason string, recheck time.Duration) {
+func BakeFailure(pods []corev1.Pod, manifestHash string, start, now time.Time) (reason string, recheck time.Duration) {
 	for i := range pods {
 		p := &pods[i]
 		if p.DeletionTimestamp != nil || p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash {

@@ -230,6 +230,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := r.SetupWithManager(ctx, mgr, controllers.Options{
 		MaxConcurrentReconciles: opts.Concurrent,
 		RateLimiter:             runtimectrl.GetRateLimiter(opts.RateLimiter),
+		Namespace:               scope.Namespace,
 	}); err != nil {
 		return fmt.Errorf("set up the %s controller: %w", controllers.ControllerName, err)
 	}

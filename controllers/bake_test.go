@@ -1,0 +1,111 @@
+package controllers_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+)
+
+// TestBakeReadsPodsThroughItsStore runs a bake on the real API server with
+// pods written as the kubelet writes them: the operator's pod store holds
+// the pods with the bake label and wakes their model. A crashed pod
+// without the label and a crashed pod of the previous template sort first
+// and would fail the bake as ContainerRestarted if they were read; the
+// baking version's pod is then OOM-killed and the bake fails as OOMKilled,
+// rolled back to the retained version, which history keeps alone.
+func TestBakeReadsPodsThroughItsStore(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	op := startOperator(t)
+	createDeployment(t, chartDeployment(ns, "svc", 2))
+	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	v1Hash := getDeployment(t, ns, "svc").Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = "OpenMed/pii-v2"
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](600)
+	})
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	d := getDeployment(t, ns, "svc")
+	v2Hash := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+	if d.Spec.Template.Labels[v1alpha1.BakeLabel] != "true" || v2Hash == v1Hash {
+		t.Fatalf("the baking template: labels %v, hash %q (v1 %q)", d.Spec.Template.Labels, v2Hash, v1Hash)
+	}
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut, v1alpha1.BakingReason)
+
+	owner := ns + "/svc"
+	pod := func(name, hash string, labelled bool) {
+		t.Helper()
+		labels := map[string]string{"app": "svc"}
+		if labelled {
+			labels[v1alpha1.BakeLabel] = "true"
+		}
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
+				Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: owner}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
+		}
+		if err := env.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	status := func(name string, terminated *corev1.ContainerStateTerminated) {
+		t.Helper()
+		p := &corev1.Pod{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+		cs := corev1.ContainerStatus{Name: "openmed-service", Image: "openmed:2.2.0", Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}
+		if terminated != nil {
+			cs.RestartCount = 1
+			cs.LastTerminationState.Terminated = terminated
+		}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+		if err := env.Client.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.Now()}
+	pod("a-unlabelled", v2Hash, false)
+	status("a-unlabelled", crashed)
+	pod("b-previous-template", v1Hash, true)
+	status("b-previous-template", crashed)
+	pod("c-baking", v2Hash, true)
+	status("c-baking", nil)
+	status("c-baking", &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()})
+
+	got := waitFor(t, ns, "svc", v1alpha1.PhaseRolledBack)
+	if c := condition(got, v1alpha1.DegradedCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Degraded = %+v", c)
+	}
+	msgs := eventMessages(t, ns, "svc", v1alpha1.RolloutFailedReason)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], rollout.BakeOOMKilled) {
+		t.Errorf("RolloutFailed events %q, want one naming %s (a pod the store must not hold was read if it says %s)", msgs, rollout.BakeOOMKilled, rollout.BakeContainerRestarted)
+	}
+	if n := op.metric(t, "openmed_bake_failures_total", map[string]string{"namespace": ns, "reason": rollout.BakeOOMKilled}); n != 1 {
+		t.Errorf("openmed_bake_failures_total{reason=OOMKilled} = %v, want 1", n)
+	}
+	d = getDeployment(t, ns, "svc")
+	if h := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]; h != v1Hash {
+		t.Errorf("the template after the rollback has hash %q, want v1's %q", h, v1Hash)
+	}
+	if len(got.Status.History) != 1 || got.Status.ActiveVersion != "OpenMed/pii-v1" {
+		t.Errorf("history %d, active %q: only v1 baked", len(got.Status.History), got.Status.ActiveVersion)
+	}
+}

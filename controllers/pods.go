@@ -1,0 +1,260 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// The pods of baking versions are not in the manager's cache: a cached
+// *corev1.Pod costs about 2 KiB however much of it is pruned (the struct
+// alone is 1.2 KiB), and an operator whose models all bake holds every pod
+// of every target. The pod store is an informer of its own that keeps a
+// bakePod per pod — what the bake reads, about a fifth of the size — and a
+// source that wakes the model of a pod when that changes.
+
+// bakePod is a pod as the operator's pod store keeps it: its identity, the
+// operator's owner and manifest-hash annotations, its creation and deletion
+// times, its Ready condition and the terminations of its containers. That
+// is everything the bake judges (see rollout.Observed.Pods); pod returns it
+// as a corev1.Pod.
+type bakePod struct {
+	// ObjectMeta holds the namespace, name, resourceVersion and the
+	// creation and deletion times only.
+	metav1.ObjectMeta
+
+	// owner is the openmed.ai/model-resource annotation ("namespace/name"),
+	// manifestHash the openmed.ai/model-manifest-hash annotation.
+	owner, manifestHash string
+
+	// ready is the pod's Ready condition, when it has one.
+	ready *bakeCondition
+
+	// terminated are the containers that show a termination, in the pod's
+	// order; the others are not kept.
+	terminated []bakeContainer
+}
+
+// bakeCondition is the pod's Ready condition: its status and when it last
+// changed.
+type bakeCondition struct {
+	status             corev1.ConditionStatus
+	lastTransitionTime metav1.Time
+}
+
+// bakeContainer is a container that terminated: the reasons of its last
+// termination and of its current state, when they are terminations.
+type bakeContainer struct {
+	name           string
+	lastTerminated bool
+	lastReason     string
+	terminated     bool
+	reason         string
+}
+
+// compactPod is the pod store's transform: a *corev1.Pod becomes a
+// *bakePod; anything else (a bakePod already, a tombstone) is returned as
+// it is.
+func compactPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &bakePod{
+		owner:        intern(p.Annotations[v1alpha1.ModelResourceAnnotation]),
+		manifestHash: intern(p.Annotations[v1alpha1.ManifestHashAnnotation]),
+	}
+	out.Namespace, out.Name, out.ResourceVersion = intern(p.Namespace), p.Name, p.ResourceVersion
+	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.ready = &bakeCondition{status: c.Status, lastTransitionTime: c.LastTransitionTime}
+			break
+		}
+	}
+	for _, c := range p.Status.ContainerStatuses {
+		last, state := c.LastTerminationState.Terminated, c.State.Terminated
+		if last == nil && state == nil {
+			continue
+		}
+		bc := bakeContainer{name: intern(c.Name)}
+		if last != nil {
+			bc.lastTerminated, bc.lastReason = true, intern(last.Reason)
+		}
+		if state != nil {
+			bc.terminated, bc.reason = true, intern(state.Reason)
+		}
+		out.terminated = append(out.terminated, bc)
+	}
+	return out, nil
+}
+
+// pod returns the kept fields as a corev1.Pod, the way rollout.Observed
+// takes pods.
+func (b *bakePod) pod() corev1.Pod {
+	p := corev1.Pod{}
+	p.Namespace, p.Name, p.ResourceVersion = b.Namespace, b.Name, b.ResourceVersion
+	p.CreationTimestamp, p.DeletionTimestamp = b.CreationTimestamp, b.DeletionTimestamp
+	p.Annotations = map[string]string{}
+	if b.owner != "" {
+		p.Annotations[v1alpha1.ModelResourceAnnotation] = b.owner
+	}
+	if b.manifestHash != "" {
+		p.Annotations[v1alpha1.ManifestHashAnnotation] = b.manifestHash
+	}
+	if b.ready != nil {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: b.ready.status, LastTransitionTime: b.ready.lastTransitionTime}}
+	}
+	for _, c := range b.terminated {
+		cs := corev1.ContainerStatus{Name: c.name}
+		if c.lastTerminated {
+			cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: c.lastReason}
+		}
+		if c.terminated {
+			cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: c.reason}
+		}
+		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
+	}
+	return p
+}
+
+// same reports whether two kept pods say the same to the bake: an update
+// that changes nothing the bake reads (a new IP, a phase, a restart count
+// of a container whose termination is already kept) wakes no model.
+func (b *bakePod) same(o *bakePod) bool {
+	if b.owner != o.owner || b.manifestHash != o.manifestHash ||
+		!b.CreationTimestamp.Equal(&o.CreationTimestamp) || !b.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
+		(b.ready == nil) != (o.ready == nil) || len(b.terminated) != len(o.terminated) {
+		return false
+	}
+	if b.ready != nil && (b.ready.status != o.ready.status || !b.ready.lastTransitionTime.Equal(&o.ready.lastTransitionTime)) {
+		return false
+	}
+	for i := range b.terminated {
+		if b.terminated[i] != o.terminated[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// podOwnerIndex indexes the pod store by the owner annotation.
+const podOwnerIndex = "owner"
+
+// podStore is the informer of the pods that carry the bake label, in the
+// manager's namespace or all of them, holding bakePods; as a source it
+// wakes a pod's model and makes the controller wait for its first list.
+type podStore struct {
+	informer toolscache.SharedIndexInformer
+}
+
+// newPodStore builds the store on a watching client. It starts with the
+// controller (Start) and stops with it.
+func newPodStore(c client.WithWatch, namespace string) (*podStore, error) {
+	selector := labels.SelectorFromSet(labels.Set{v1alpha1.BakeLabel: "true"}).String()
+	options := func(o metav1.ListOptions) *client.ListOptions {
+		o.LabelSelector = selector
+		return &client.ListOptions{Namespace: namespace, Limit: o.Limit, Continue: o.Continue, Raw: &o}
+	}
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := &corev1.PodList{}
+			return list, c.List(ctx, list, options(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &corev1.PodList{}, options(o))
+		},
+	}
+	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
+		Indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
+			if p, ok := obj.(*bakePod); ok && p.owner != "" {
+				return []string{p.owner}, nil
+			}
+			return nil, nil
+		}},
+		ObjectDescription: "pods of baking versions",
+	})
+	if err := inf.SetTransform(compactPod); err != nil {
+		return nil, err
+	}
+	return &podStore{informer: inf}, nil
+}
+
+// pods returns the kept pods of the model owner ("namespace/name"), by
+// name.
+func (s *podStore) pods(owner string) []corev1.Pod {
+	objs, err := s.informer.GetIndexer().ByIndex(podOwnerIndex, owner)
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*bakePod); ok {
+			out = append(out, p.pod())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+var _ source.TypedSyncingSource[reconcile.Request] = (*podStore)(nil)
+
+// Start runs the informer until ctx ends and enqueues the model of every
+// pod that was added, changed what the bake reads, or went.
+func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	enqueue := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		p, ok := obj.(*bakePod)
+		if !ok {
+			return
+		}
+		if ns, name, ok := strings.Cut(p.owner, "/"); ok && ns == p.Namespace {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+	}
+	if _, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*bakePod)
+			n, ok2 := newObj.(*bakePod)
+			if ok1 && ok2 && o.same(n) {
+				return
+			}
+			enqueue(newObj)
+		},
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	go s.informer.RunWithContext(ctx)
+	return nil
+}
+
+// WaitForSync waits for the first list: no pass judges a bake on a store
+// that has not seen the pods yet.
+func (s *podStore) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		return errors.New("the pod store did not sync")
+	}
+	return nil
+}
+
+func (s *podStore) String() string { return "pods of baking versions" }
