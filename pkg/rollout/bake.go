@@ -72,6 +72,11 @@ func (d *decider) bake(complete bool) {
 	if !d.baking() {
 		now := d.now
 		d.st.BakeStartedAt = &now
+		// The target carries the desired pointer (rollout checked it):
+		// the bake is of that spec. Without this, a pass whose Deployment
+		// completed before any status recorded the apply (the apply's
+		// status write was lost) would begin the bake again every pass.
+		d.st.AppliedSpecHash = d.hash
 	}
 	start := d.st.BakeStartedAt.Time
 	reason, recheck := BakeFailure(d.obs.Pods, d.st.ManifestHash, start, d.now.Time)

@@ -173,6 +173,36 @@ func TestBake(t *testing.T) {
 		})
 	}
 
+	t.Run("the status of the apply was lost and the Deployment completed at once: the bake still ends", func(t *testing.T) {
+		// The pass that applied v2 lost its status write (the status still
+		// records v1 applied), and the Deployment controller finished the
+		// rollout before the next pass: that pass goes straight to the bake.
+		c := newCluster(t)
+		c.now = time.Now().Add(-time.Minute)
+		c.readyAt(v1)
+		c.editModel(func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Version = v2
+			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds)
+		})
+		c.passLosingStatus()
+		c.createPod(v2)
+		c.markReady()
+		c.now = time.Now().Truncate(time.Second).Add(time.Second)
+		p := c.pass()
+		if p.Status.BakeStartedAt == nil || !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.BakingReason) {
+			t.Fatalf("baking: %s %v", p.Status.Phase, condSummary(p.Status))
+		}
+		started := p.Status.BakeStartedAt.Time
+		c.now = c.now.Add(bakeSeconds / 2 * time.Second)
+		if p := c.pass(); p.Status.BakeStartedAt == nil || !p.Status.BakeStartedAt.Time.Equal(started) {
+			t.Fatalf("a pass during the bake began it again: started %v, now %v", started, p.Status.BakeStartedAt)
+		}
+		c.now = started.Add(bakeSeconds * time.Second)
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || p.Status.History[0].Version != v2 {
+			t.Fatalf("after the bake: %s history %s %v", p.Status.Phase, p.Status.History[0].Version, condSummary(p.Status))
+		}
+	})
+
 	t.Run("a restart while the rollout went on fails the bake when it begins", func(t *testing.T) {
 		c, pods := bakeCluster(t)
 		c.restart(pods[0], "Error", c.now.Add(-2*time.Second))
