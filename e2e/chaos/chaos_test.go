@@ -12,9 +12,12 @@ package chaos_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -608,7 +611,7 @@ func (r *runner) waitConverged(s step, n int, replicas map[string]int32) {
 			case err != nil:
 				pending = append(pending, name(i)+" "+err.Error())
 			case !s.done(m, i):
-				pending = append(pending, fmt.Sprintf("%s (%s %s %v)", name(i), m.Status.Phase, m.Status.ActiveVersion, conds(m)))
+				pending = append(pending, fmt.Sprintf("%s (%s %s %v%s)", name(i), m.Status.Phase, m.Status.ActiveVersion, conds(m), r.target(m)))
 			case s.released != nil && s.released(i) != "":
 				if why := r.released(s.released(i), replicas[s.released(i)]); why != "" {
 					pending = append(pending, why)
@@ -619,7 +622,7 @@ func (r *runner) waitConverged(s step, n int, replicas map[string]int32) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("step %q did not converge in %s: %v", s.name, convergeWithin, pending)
+			t.Fatalf("step %q did not converge in %s: %v; the operators' logs and goroutines: %s", s.name, convergeWithin, pending, r.keep())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -683,6 +686,71 @@ func indexOf(model string) int {
 	var i int
 	_, _ = fmt.Sscanf(model, "model-%02d", &i)
 	return i
+}
+
+// keep copies the operators' logs and the running ones' goroutines out of
+// the test's directory, which goes with the test, and returns where.
+func (r *runner) keep() string {
+	dir, err := os.MkdirTemp("", "openmed-chaos-failure-")
+	if err != nil {
+		return err.Error()
+	}
+	r.mu.Lock()
+	ops := slices.Clone(r.ops)
+	r.mu.Unlock()
+	for i, op := range ops {
+		if b, err := os.ReadFile(op.LogPath()); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, filepath.Base(op.LogPath())), b, 0o644)
+		}
+		url := strings.TrimSuffix(op.MetricsURL(), "/metrics") + "/debug/pprof/goroutine?debug=2"
+		if resp, err := http.Get(url); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("goroutines-%d.txt", i)), b, 0o644)
+		}
+	}
+	return dir
+}
+
+// target says what the model's Deployment and pods show, for a step that
+// did not converge: generations, replica counts, the Progressing reason,
+// the bake's start and each pod of the model.
+func (r *runner) target(m *v1alpha1.OpenMedModel) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "; model gen %d observed %d", m.Generation, m.Status.ObservedGeneration)
+	if m.Status.BakeStartedAt != nil {
+		fmt.Fprintf(&b, ", bake started %s", m.Status.BakeStartedAt.UTC().Format(time.TimeOnly))
+	}
+	d := &appsv1.Deployment{}
+	if err := r.c.Get(context.Background(), client.ObjectKey{Namespace: namespace, Name: rollout.TargetName(m)}, d); err == nil {
+		progressing := ""
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing {
+				progressing = c.Reason
+			}
+		}
+		fmt.Fprintf(&b, "; deployment %s gen %d observed %d replicas %d updated %d ready %d available %d %s hash %.12s",
+			d.Name, d.Generation, d.Status.ObservedGeneration, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas,
+			d.Status.AvailableReplicas, progressing, d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation])
+	}
+	var pods corev1.PodList
+	if err := r.c.List(context.Background(), &pods, client.InNamespace(namespace)); err == nil {
+		for _, p := range pods.Items {
+			if p.Annotations[v1alpha1.ModelResourceAnnotation] != namespace+"/"+m.Name {
+				continue
+			}
+			ready := "?"
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady {
+					ready = string(c.Status) + "@" + c.LastTransitionTime.UTC().Format(time.TimeOnly)
+				}
+			}
+			fmt.Fprintf(&b, "; pod %s created %s ready %s bake-label %q deleting %t", p.Name, p.CreationTimestamp.UTC().Format(time.TimeOnly),
+				ready, p.Labels[v1alpha1.BakeLabel], p.DeletionTimestamp != nil)
+		}
+	}
+	fmt.Fprintf(&b, "; now %s", time.Now().UTC().Format(time.TimeOnly))
+	return b.String()
 }
 
 func conds(m *v1alpha1.OpenMedModel) []string {
