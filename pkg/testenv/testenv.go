@@ -82,6 +82,11 @@ func StartWith(opts Options) (*Environment, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	// The launchers by path: envtest prefers $KUBEBUILDER_ASSETS (which
+	// the Makefile exports) to BinaryAssetsDirectory, and would start the
+	// bare binaries, which outlive a killed test.
+	env.ControlPlane.GetAPIServer().Path = filepath.Join(wrapDir, "kube-apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(wrapDir, "etcd")}
 	for name, value := range opts.APIServerFlags {
 		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
