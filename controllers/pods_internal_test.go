@@ -19,14 +19,7 @@ import (
 // together, at every moment of a bake, the bake's verdict on the copy the
 // store gives back is the verdict on the full pod.
 func TestCompactPodBakesTheSame(t *testing.T) {
-	raw, err := os.ReadFile("testdata/pods/pods.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []corev1.Pod
-	if err := yaml.UnmarshalStrict(raw, &pods); err != nil {
-		t.Fatal(err)
-	}
+	pods := readPods(t)
 	compact := func(p corev1.Pod) corev1.Pod {
 		out, err := compactPod(p.DeepCopy())
 		if err != nil {
@@ -69,14 +62,7 @@ func TestCompactPodBakesTheSame(t *testing.T) {
 // TestCompactPodUpdatesThatWakeNoModel: an update of a pod wakes its model
 // only when it changes what the bake reads.
 func TestCompactPodUpdatesThatWakeNoModel(t *testing.T) {
-	raw, err := os.ReadFile("testdata/pods/pods.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pods []corev1.Pod
-	if err := yaml.UnmarshalStrict(raw, &pods); err != nil {
-		t.Fatal(err)
-	}
+	pods := readPods(t)
 	keep := func(p *corev1.Pod) *bakePod {
 		out, _ := compactPod(p)
 		return out.(*bakePod)
@@ -111,4 +97,18 @@ func TestCompactPodUpdatesThatWakeNoModel(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readPods reads testdata/pods/pods.yaml.
+func readPods(t *testing.T) []corev1.Pod {
+	t.Helper()
+	raw, err := os.ReadFile("testdata/pods/pods.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	if err := yaml.UnmarshalStrict(raw, &pods); err != nil {
+		t.Fatal(err)
+	}
+	return pods
 }

@@ -24,13 +24,7 @@ const bakeSeconds = 20
 // created before the bake began, Ready.
 func bakeCluster(t *testing.T) (*cluster, []string) {
 	t.Helper()
-	c := newCluster(t)
-	c.now = time.Now().Add(-time.Minute)
-	c.readyAt(v1)
-	c.editModel(func(m *v1alpha1.OpenMedModel) {
-		m.Spec.Version = v2
-		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds)
-	})
+	c := v2Baking(t)
 	p := c.pass()
 	if p.ApplyDeployment == nil || p.ApplyDeployment.Object["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"] == nil {
 		t.Fatalf("the apply of a baking spec carries no bake label: %v", p.ApplyDeployment)
@@ -44,6 +38,20 @@ func bakeCluster(t *testing.T) (*cluster, []string) {
 	// of a second, and these pods were created before it.
 	c.now = time.Now().Truncate(time.Second).Add(time.Second)
 	return c, pods
+}
+
+// v2Baking is the fixture at v1, Ready, on the real clock, with the spec
+// changed to v2 with a bake: the next pass applies v2.
+func v2Baking(t *testing.T) *cluster {
+	t.Helper()
+	c := newCluster(t)
+	c.now = time.Now().Add(-time.Minute)
+	c.readyAt(v1)
+	c.editModel(func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = v2
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds)
+	})
+	return c
 }
 
 // createPod creates a pod of the fixture's Deployment with version's
@@ -177,13 +185,7 @@ func TestBake(t *testing.T) {
 		// The pass that applied v2 lost its status write (the status still
 		// records v1 applied), and the Deployment controller finished the
 		// rollout before the next pass: that pass goes straight to the bake.
-		c := newCluster(t)
-		c.now = time.Now().Add(-time.Minute)
-		c.readyAt(v1)
-		c.editModel(func(m *v1alpha1.OpenMedModel) {
-			m.Spec.Version = v2
-			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds)
-		})
+		c := v2Baking(t)
 		c.passLosingStatus()
 		c.createPod(v2)
 		c.markReady()
