@@ -33,7 +33,9 @@ func TestKilledTestLeavesNothingRunning(t *testing.T) {
 		t.Skip(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestKilledTestLeavesNothingRunning$", "-test.v")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	// The killed process cannot remove its directories (the launchers,
+	// etcd's data, the certificates): they go where the test removes them.
+	cmd.Env = append(os.Environ(), childEnv+"=1", "TMPDIR="+t.TempDir())
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
