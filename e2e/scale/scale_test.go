@@ -6,8 +6,8 @@
 // user). It asserts the request counts, which are deterministic, and only
 // prints the times, CPU and memory it measures. Every Deployment has two
 // pods (the stand-in creates them, Ready); each N runs twice: without the
-// bake guard (the pods are not cached) and with it (bakeSeconds set, so
-// the operator's pod cache holds them), to measure what the guard costs.
+// bake guard (the pods are not read) and with it (bakeSeconds set, so
+// the operator's pod store holds them), to measure what the guard costs.
 //
 //	OPENMED_SCALE_N=100,1000 go test ./e2e/scale -run TestScale -v -timeout 60m
 //

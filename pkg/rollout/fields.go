@@ -159,7 +159,7 @@ func ownedFields(p pointer) []ownedField {
 			return ok
 		},
 	}, {
-		// The label the pod cache selects the pods of a baking version by;
+		// The label the operator's pod store selects the pods of a baking version by;
 		// sent with the template of a spec that bakes (see withLive).
 		name:     "spec.template.metadata.labels[" + v1alpha1.BakeLabel + "]",
 		path:     annotationPath("spec", "template", "metadata", "labels", v1alpha1.BakeLabel),
