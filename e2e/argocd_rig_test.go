@@ -172,11 +172,28 @@ func (r *argoRig) argocd(t *testing.T, component string, args []string, env ...s
 	r.start(t, component, cmd)
 }
 
-// start runs cmd as a child that cannot outlive the test process, logging
-// to a file, and stops it at the end of the test.
+// start runs cmd as a child that cannot outlive the test process (see
+// startChild), logging to the rig's directory; with OPENMED_ARGOCD_LOGS set
+// the log is copied there when it stops.
 func (r *argoRig) start(t *testing.T, name string, cmd *exec.Cmd) {
 	t.Helper()
-	logPath := filepath.Join(r.work, name+".log")
+	startChild(t, name, r.work, cmd, func(logPath string) {
+		if dir := os.Getenv("OPENMED_ARGOCD_LOGS"); dir != "" {
+			if data, err := os.ReadFile(logPath); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, name+".log"), data, 0o644)
+			}
+		}
+	})
+}
+
+// startChild runs cmd as a child that cannot outlive the test process
+// (minicluster.StartChild), logging to dir/name.log, and stops it at the end
+// of the test: SIGTERM to its process group, SIGKILL after 10 s. stopped, if
+// set, gets the log's path once it has stopped; a failed test shows the
+// log's tail.
+func startChild(t *testing.T, name, dir string, cmd *exec.Cmd, stopped func(logPath string)) {
+	t.Helper()
+	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -195,13 +212,11 @@ func (r *argoRig) start(t *testing.T, name string, cmd *exec.Cmd) {
 			<-waited
 		}
 		logFile.Close()
-		if dir := os.Getenv("OPENMED_ARGOCD_LOGS"); dir != "" {
-			if data, err := os.ReadFile(logPath); err == nil {
-				_ = os.WriteFile(filepath.Join(dir, name+".log"), data, 0o644)
-			}
+		if stopped != nil {
+			stopped(logPath)
 		}
 		if t.Failed() {
-			t.Logf("%s log:\n%s", name, localrun.Tail(logPath, 30))
+			t.Logf("%s log:\n%s", name, localrun.Tail(logPath, 40))
 		}
 	})
 }

@@ -187,35 +187,11 @@ func startFlux(t *testing.T) *fluxRig {
 	}
 	rig.src = startGitSource(t)
 
-	logPath := filepath.Join(t.TempDir(), "kustomize-controller.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd := exec.Command(filepath.Join(dir, "kustomize-controller"),
 		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr=",
 		"--watch-all-namespaces=true", "--requeue-dependency=5s", "--log-level=info", "--log-encoding=console")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+rig.kubeconfig, "RUNTIME_NAMESPACE="+fluxNamespace)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		logFile.Close()
-		if t.Failed() {
-			t.Logf("kustomize-controller log:\n%s", localrun.Tail(logPath, 40))
-		}
-	})
+	startChild(t, "kustomize-controller", t.TempDir(), cmd, nil)
 	return rig
 }
 
