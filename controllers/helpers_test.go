@@ -193,6 +193,8 @@ func updateDeploymentStatus(t *testing.T, ns, name string, mutate func(*appsv1.D
 func rolloutComplete(d *appsv1.Deployment) {
 	r := ptr.Deref(d.Spec.Replicas, 1)
 	d.Status = appsv1.DeploymentStatus{
+		// The controller never decrements collisionCount.
+		CollisionCount:     d.Status.CollisionCount,
 		ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
 		Conditions: []appsv1.DeploymentCondition{
 			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
@@ -206,6 +208,7 @@ func rolloutComplete(d *appsv1.Deployment) {
 func rolloutStuck(d *appsv1.Deployment) {
 	r := ptr.Deref(d.Spec.Replicas, 1)
 	d.Status = appsv1.DeploymentStatus{
+		CollisionCount:     d.Status.CollisionCount,
 		ObservedGeneration: d.Generation, Replicas: r + 1, UpdatedReplicas: 1, ReadyReplicas: r, AvailableReplicas: r, UnavailableReplicas: 1,
 		Conditions: []appsv1.DeploymentCondition{
 			{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,38 +53,73 @@ func TestRejectedApplySaysWhatToFix(t *testing.T) {
 
 // TestHPAAgainstReplicasIsAnOwnershipConflict: a model with replicas 2 and
 // an HPA writing the scale subresource as kube-controller-manager. Every
-// correction names the HPA's manager; the third is an ownership conflict
-// with the fix for an HPA, one event and the metric.
+// correction names the HPA's manager and is counted in the status before
+// the HPA writes again; the first two are drift, the third is an ownership
+// conflict with the fix for an HPA, one event and the metric.
 func TestHPAAgainstReplicasIsAnOwnershipConflict(t *testing.T) {
 	ns := newNamespace(t)
 	op := startOperator(t)
 	readyModel(t, ns, "svc")
+	const manager = "kube-controller-manager"
 	for i := 1; i <= rollout.ConflictThreshold; i++ {
-		if err := scale(ns, "svc", "kube-controller-manager", 4); err != nil {
+		if err := scale(ns, "svc", manager, 4); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, fmt.Sprintf("correction %d", i), func() (bool, string) {
-			msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason)
-			return len(msgs) == i && ptr.Deref(getDeployment(t, ns, "svc").Spec.Replicas, 0) == 2, fmt.Sprint(msgs)
+		var m *v1alpha1.OpenMedModel
+		eventually(t, fmt.Sprintf("correction %d counted", i), func() (bool, string) {
+			m = getModel(t, ns, "svc")
+			n := int32(0)
+			for _, c := range m.Status.Corrections {
+				if c.Field == "spec.replicas" && c.Manager == manager {
+					n = c.Count
+				}
+			}
+			return n == int32(i) && ptr.Deref(getDeployment(t, ns, "svc").Spec.Replicas, 0) == 2, fmt.Sprintf("corrections %+v", m.Status.Corrections)
 		})
+		if c := condition(m, v1alpha1.OwnershipConflictCondition); i < rollout.ConflictThreshold && c != nil && c.Status == "True" {
+			t.Errorf("an ownership conflict after %d corrections: %+v", i, c)
+		}
 	}
-	for _, msg := range eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason) {
-		if !strings.Contains(msg, `spec.replicas changed by "kube-controller-manager"`) {
+	msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason)
+	if len(msgs) != rollout.ConflictThreshold {
+		t.Errorf("%d DriftCorrected events, want %d: %v", len(msgs), rollout.ConflictThreshold, msgs)
+	}
+	for _, msg := range msgs {
+		if !strings.Contains(msg, `spec.replicas changed by "`+manager+`"`) {
 			t.Errorf("a correction does not name the HPA's manager: %s", msg)
 		}
 	}
 	m := getModel(t, ns, "svc")
+	want := rollout.ConflictMessage("spec.replicas", manager)
+	if !strings.Contains(want, "HorizontalPodAutoscaler owns the replicas: leave spec.replicas out of the OpenMedModel") {
+		t.Fatalf("the conflict text does not give the fix for an HPA: %s", want)
+	}
 	c := condition(m, v1alpha1.OwnershipConflictCondition)
-	if c == nil || c.Status != "True" || !strings.Contains(c.Message, `"kube-controller-manager"`) || !strings.Contains(c.Message, "HorizontalPodAutoscaler") {
-		t.Fatalf("OwnershipConflict = %+v", c)
+	if c == nil || c.Status != "True" || !strings.Contains(c.Message, want) {
+		t.Fatalf("OwnershipConflict = %+v, want a message with %q", c, want)
 	}
 	if s := condition(m, v1alpha1.StalledCondition); s == nil || s.Reason != v1alpha1.OwnershipConflictReason {
 		t.Errorf("Stalled = %+v; conditions %+v", s, m.Status.Conditions)
 	}
-	eventually(t, "one OwnershipConflict event", func() (bool, string) {
-		return countReason(t, ns, "svc", v1alpha1.OwnershipConflictReason) == 1, fmt.Sprint(eventReasons(t, ns, "svc"))
+	eventually(t, "the OwnershipConflict event", func() (bool, string) {
+		return countReason(t, ns, "svc", v1alpha1.OwnershipConflictReason) >= 1, fmt.Sprint(eventReasons(t, ns, "svc"))
 	})
-	if n := op.metric(t, controllers.MetricOwnershipConflicts, map[string]string{"manager": "kube-controller-manager", "field": "spec.replicas"}); n != 1 {
+	// One event, not one a pass: a pass that comes later (the model woken
+	// by the status write, a resync) adds none.
+	annotate(t, ns, "svc", "reconcile.fluxcd.io/requestedAt", "after-the-conflict")
+	eventually(t, "the requested pass handled", func() (bool, string) {
+		m := getModel(t, ns, "svc")
+		return m.Status.LastHandledReconcileAt == "after-the-conflict", m.Status.LastHandledReconcileAt
+	})
+	if n := countReason(t, ns, "svc", v1alpha1.OwnershipConflictReason); n != 1 {
+		t.Errorf("%d OwnershipConflict events, want 1: %v", n, eventMessages(t, ns, "svc", v1alpha1.OwnershipConflictReason))
+	}
+	for _, msg := range eventMessages(t, ns, "svc", v1alpha1.OwnershipConflictReason) {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the OwnershipConflict event does not say the fix: %s", msg)
+		}
+	}
+	if n := op.metric(t, controllers.MetricOwnershipConflicts, map[string]string{"manager": manager, "field": "spec.replicas"}); n != 1 {
 		t.Errorf("%s = %v, want 1", controllers.MetricOwnershipConflicts, n)
 	}
 }
@@ -98,34 +135,201 @@ func TestForeignWriteBeforeTheApplyIsNotDrift(t *testing.T) {
 	op := startOperator(t)
 	readyModel(t, ns, "svc")
 	v2 := manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v2")
-	var foreign error = fmt.Errorf("the apply was not seen")
-	f := &fault{times: 1, before: func() {
+	foreign := make(chan error, 1)
+	op.writes.inject(&fault{times: 1, before: func() {
 		op.writes.watchDelay.Store(int64(700 * time.Millisecond))
 		// The Deployment controller's kind of write: status only, the
 		// generation stays.
-		foreign = setStatus(ns, "svc", func(d *appsv1.Deployment) { d.Status.CollisionCount = ptr.To[int32](1) })
+		foreign <- setStatus(ns, "svc", func(d *appsv1.Deployment) { d.Status.CollisionCount = ptr.To[int32](1) })
 	}, match: func(method, path, body string) bool {
 		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/deployments/svc") && strings.Contains(body, v2)
-	}}
-	op.writes.inject(f)
+	}})
 	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
-	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
-	time.Sleep(3 * time.Second)
+	if err := <-foreign; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the v2 apply landed", func() (bool, string) {
+		h := templateHash(getDeployment(t, ns, "svc"))
+		return h == v2, h
+	})
+	// The rollout's completion comes after the foreign write and the apply
+	// in the watch stream: once the model is Ready, the cache has brought
+	// both, and every pass on the foreign version has run.
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
 	op.writes.watchDelay.Store(0)
-	if foreign != nil {
-		t.Fatal(foreign)
+	if msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason); len(msgs) != 0 {
+		t.Errorf("the operator's own apply, not yet in the cache, was called drift: %v", msgs)
+	}
+	if n := applies(op, ns, "svc", v2); n != 1 {
+		t.Errorf("%d applies of the v2 pointer, want 1", n)
+	}
+}
+
+// TestQuickRevertOnALaggingCacheIsNotReady: A -> B -> A. The model at v1
+// is changed to v2; a status-only write of the Deployment (its controller's
+// kind) lands between the version the pass read and the v2 apply, and the
+// cache brings the two events 700 ms apart; the model is reverted to v1 as
+// soon as the apply has landed. A pass on the foreign version sees the v1
+// pointer and would call the revert Ready while the Deployment carries v2
+// (the cache-lag record knew only the version the apply moved on from).
+// The generation of the apply's answer is the watermark: the pass waits for
+// the cache to show the apply, then rolls v1 out again, and the revert is
+// Ready only once the Deployment reports that rollout.
+func TestQuickRevertOnALaggingCacheIsNotReady(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t)
+	readyModel(t, ns, "svc")
+	v1, v2 := manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v1"), manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v2")
+	foreign := make(chan error, 1)
+	op.writes.inject(&fault{times: 1, before: func() {
+		op.writes.watchDelay.Store(int64(700 * time.Millisecond))
+		foreign <- setStatus(ns, "svc", func(d *appsv1.Deployment) { d.Status.CollisionCount = ptr.To[int32](1) })
+	}, match: func(method, path, body string) bool {
+		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/deployments/svc") && strings.Contains(body, v2)
+	}})
+	statuses := watchStatuses(t, ns, "svc")
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
+	if err := <-foreign; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the v2 apply landed", func() (bool, string) {
+		h := templateHash(getDeployment(t, ns, "svc"))
+		return h == v2, h
+	})
+	appliesBefore := applies(op, ns, "svc", v1)
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v1" })
+	revert := getModel(t, ns, "svc").Generation
+	eventually(t, "v1 applied again over v2", func() (bool, string) {
+		h := templateHash(getDeployment(t, ns, "svc"))
+		return h == v1, h
+	})
+	op.writes.watchDelay.Store(0)
+	// The Deployment controller has not reported the v1 rollout yet: no
+	// status of the revert may say Ready.
+	for _, st := range statuses() {
+		if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); st.ObservedGeneration == revert && c != nil && c.Status == "True" {
+			t.Errorf("the revert read Ready before the Deployment carried v1 again: %s %s/%s", st.Phase, c.Reason, c.Message)
+		}
+	}
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseReady)
+	if n := applies(op, ns, "svc", v1) - appliesBefore; n != 1 {
+		t.Errorf("%d applies of the v1 pointer after the revert, want 1", n)
 	}
 	if msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason); len(msgs) != 0 {
 		t.Errorf("the operator's own apply, not yet in the cache, was called drift: %v", msgs)
 	}
-	applies := 0
-	for _, body := range op.writes.requests(http.MethodPatch, "/namespaces/"+ns+"/deployments/svc") {
-		if strings.Contains(body, v2) {
-			applies++
+}
+
+// TestFirstPassOnALaggingCacheIsNotAFailure: the Deployment created with
+// the model changes (its controller writes its status) between the version
+// the model's first pass read and the claim, which is conditional on that
+// version, so the API server answers 409. Somebody else writing first is not
+// a failure: no ApplyFailed in any status, event or metric; the pass decides
+// again once the cache shows the newer version, and claims the Deployment.
+func TestFirstPassOnALaggingCacheIsNotAFailure(t *testing.T) {
+	ns := newNamespace(t)
+	op := startOperator(t)
+	createDeployment(t, chartDeployment(ns, "svc", 2))
+	foreign := make(chan error, 1)
+	claim := &fault{times: 1, before: func() {
+		foreign <- setStatus(ns, "svc", func(d *appsv1.Deployment) {
+			d.Status.ObservedGeneration, d.Status.Replicas = d.Generation, 2
+		})
+	}, match: func(method, path, body string) bool {
+		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/deployments/svc")
+	}}
+	op.writes.inject(claim)
+	statuses := watchStatuses(t, ns, "svc")
+	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
+	if err := <-foreign; err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	if n := op.writes.answered(http.MethodPatch, "/namespaces/"+ns+"/deployments/svc", http.StatusConflict); n != 1 {
+		t.Fatalf("the API server answered %d claims with 409, want 1", n)
+	}
+	if owner := getDeployment(t, ns, "svc").Annotations[v1alpha1.ModelResourceAnnotation]; owner != ns+"/svc" {
+		t.Errorf("owner annotation %q after the second claim", owner)
+	}
+	op.stop() // drains the events the passes queued
+	for _, st := range statuses() {
+		for _, c := range st.Conditions {
+			if c.Reason == v1alpha1.ApplyFailedReason {
+				t.Errorf("a status says %s=%s/%s: %s", c.Type, c.Status, c.Reason, c.Message)
+			}
 		}
 	}
-	if applies != 1 {
-		t.Errorf("%d applies of the v2 pointer, want 1", applies)
+	if n := countReason(t, ns, "svc", v1alpha1.ApplyFailedReason); n != 0 {
+		t.Errorf("%d ApplyFailed events", n)
+	}
+	// The operator of this test also reconciles the models other tests
+	// left behind (one is rejected for good): only ApplyFailed is this
+	// test's.
+	if n := op.metric(t, controllers.MetricReconcileErrors, map[string]string{"reason": v1alpha1.ApplyFailedReason}); n != 0 {
+		t.Errorf("%s{reason=ApplyFailed} = %v, want 0", controllers.MetricReconcileErrors, n)
+	}
+}
+
+// templateHash is the manifest hash on the Deployment's pod template.
+func templateHash(d *appsv1.Deployment) string {
+	return d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+}
+
+// applies counts the operator's writes to the Deployment that carry hash.
+func applies(op *operator, ns, name, hash string) int {
+	n := 0
+	for _, body := range op.writes.requests(http.MethodPatch, "/namespaces/"+ns+"/deployments/"+name) {
+		if strings.Contains(body, hash) {
+			n++
+		}
+	}
+	return n
+}
+
+// watchStatuses keeps every status of the model the API server stores
+// from now on (the model need not exist yet); the function returns them,
+// oldest first.
+func watchStatuses(t *testing.T, ns, name string) func() []v1alpha1.OpenMedModelStatus {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &v1alpha1.OpenMedModelList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []v1alpha1.OpenMedModelStatus
+	versions := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if m, ok := ev.Object.(*v1alpha1.OpenMedModel); ok && m.Name == name {
+				mu.Lock()
+				seen = append(seen, m.Status)
+				versions[m.ResourceVersion] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return func() []v1alpha1.OpenMedModelStatus {
+		t.Helper()
+		// Every status stored so far has been delivered once the model's
+		// current version has.
+		eventually(t, "the status watch caught up", func() (bool, string) {
+			rv := getModel(t, ns, name).ResourceVersion
+			mu.Lock()
+			defer mu.Unlock()
+			return versions[rv], "resourceVersion " + rv
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]v1alpha1.OpenMedModelStatus(nil), seen...)
 	}
 }
 

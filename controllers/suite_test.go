@@ -48,6 +48,9 @@ type writeCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
 	bodies map[string][]string
+	// codes holds the status code of every answer the API server gave a
+	// write (an injected answer is not the API server's and is not kept).
+	codes  map[string][]int
 	faults []*fault
 	total  atomic.Int64
 	// watchDelay, when not zero, holds each read of a Deployment watch
@@ -154,12 +157,12 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		w.mu.Unlock()
 		f := w.faultFor(req.Method, req.URL.Path, string(body))
 		if f == nil {
-			return rt.RoundTrip(req)
+			return w.answer(rt, req, key)
 		}
 		if f.before != nil {
 			f.before()
 			if f.status == 0 && !f.reset {
-				return rt.RoundTrip(req)
+				return w.answer(rt, req, key)
 			}
 		}
 		if f.after {
@@ -176,6 +179,35 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		return &http.Response{StatusCode: f.status, Status: http.StatusText(f.status), Request: req,
 			Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(msg))}, nil
 	})
+}
+
+// answer sends req to the API server and keeps the code it answered.
+func (w *writeCounter) answer(rt http.RoundTripper, req *http.Request, key string) (*http.Response, error) {
+	resp, err := rt.RoundTrip(req)
+	if err == nil {
+		w.mu.Lock()
+		w.codes[key] = append(w.codes[key], resp.StatusCode)
+		w.mu.Unlock()
+	}
+	return resp, err
+}
+
+// answered counts the writes to paths containing part that the API server
+// answered with code.
+func (w *writeCounter) answered(method, part string, code int) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for k, codes := range w.codes {
+		if strings.HasPrefix(k, method+" ") && strings.Contains(k, part) {
+			for _, c := range codes {
+				if c == code {
+					n++
+				}
+			}
+		}
+	}
+	return n
 }
 
 // requests returns the bodies of the writes sent to paths ending in suffix.
@@ -218,7 +250,7 @@ type operator struct {
 // registers its own openmed_* metrics in a private registry.
 func startOperator(t *testing.T) *operator {
 	t.Helper()
-	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}}
+	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}, codes: map[string][]int{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = writes.wrap
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,29 @@ func TestStatusNeverLies(t *testing.T) {
 			again.Status = p.Status
 			if p2 := decide(t, again, obs); len(p2.Events) != 0 {
 				t.Errorf("%s reported twice: %v", kind, eventReasons(p2.Events))
+			}
+		}
+	})
+
+	t.Run("a rejection's detail is bounded in the status and the event", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		c.refresh()
+		obs := c.observed()
+		detail := strings.Repeat("spec.x: Invalid value: ü; ", 200) // 5,400 bytes
+		obs.Failure = &Failure{Step: StepApply, Kind: Rejected, Detail: detail}
+		p := decide(t, c.obj, obs)
+		ready := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ReadyCondition)
+		if ready == nil || len(p.Events) != 1 {
+			t.Fatalf("Ready %+v, events %v", ready, eventReasons(p.Events))
+		}
+		// The fixed text around the detail and the fixture's Deployment
+		// name take under 200 bytes.
+		limit := MaxFailureDetail + 200
+		for _, m := range []string{ready.Message, kstatusMessage(p.Status), p.Events[0].Message} {
+			if len(m) > limit || !strings.Contains(m, ": spec.x: Invalid value: ü; spec.x") || !utf8.ValidString(m) {
+				t.Errorf("%d bytes (limit %d): %q", len(m), limit, m)
 			}
 		}
 	})
