@@ -91,6 +91,11 @@ func TestPlanMatchesAct(t *testing.T) {
 		t.Fatal(err)
 	}
 	editReplicas(t, ns, 4, "kubectl-edit")
+	// The plan and the acting pass must read the same Deployment: planned
+	// in the middle of the scale-up it edit started, the plan rightly says
+	// Scaling, and a pass that comes after the scale-up rightly says Ready.
+	// What the operator's first pass reads is the settled Deployment.
+	waitState(t, ns, "scaled to 4 by kubectl-edit", func(s state) bool { return ptr.Deref(s.d.Spec.Replicas, 0) == 4 && settled(s.d) })
 	res = planFile(t, file, m, cli.ExitChanges)
 	if len(res.Drift) != 1 || res.Drift[0].Field != "spec.replicas" || !slices.Contains(res.Drift[0].Managers, "kubectl-edit") || res.PodsRoll || res.SpecChanged {
 		t.Errorf("plan with drift: %+v", res)
@@ -297,10 +302,12 @@ func commitWith(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res previ
 
 	// The acting pass's status: the first one written for the committed
 	// generation after the commit, or, when no pass had to write one, the
-	// status as it stands.
-	acted := statuses.first(generation)
+	// status as it stands. The watch is read once it has delivered the
+	// model's current version, so no status written until now is missed.
+	current := read(t, m.Namespace).m
+	acted := statuses.first(t, generation, current.ResourceVersion)
 	if acted == nil {
-		acted = &read(t, m.Namespace).m.Status
+		acted = &current.Status
 	}
 	if acted.Phase != res.Phase {
 		t.Errorf("the acting pass wrote phase %s, the plan said %s", acted.Phase, res.Phase)
@@ -308,24 +315,53 @@ func commitWith(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res previ
 	if a, p := conditionSet(acted.Conditions), conditionSet(res.Conditions); a != p {
 		t.Errorf("the acting pass wrote conditions\n  %s\nthe plan said\n  %s", a, p)
 	}
-	events := eventsSince(t, m.Namespace, sinceEvent)
+	// Events are posted after the pass that emits them: wait for as many
+	// as the plan names before comparing.
+	var events []corev1.Event
 	var reasons []string
-	for _, e := range events {
-		reasons = append(reasons, e.Reason)
+	deadline := time.Now().Add(eventWait)
+	for {
+		events = eventsSince(t, m.Namespace, sinceEvent)
+		reasons = reasons[:0]
+		for _, e := range events {
+			reasons = append(reasons, e.Reason)
+		}
+		if len(reasons) >= len(res.Events) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	if len(reasons) < len(res.Events) || !slices.Equal(reasons[:len(res.Events)], res.Events) {
 		t.Errorf("the operator recorded events %v, the plan said they start with %v", reasons, res.Events)
 	}
+	// Drift attribution both ways: every correction the plan names is in an
+	// event, and every correction an event names was planned.
+	planned := map[string]bool{}
 	for _, d := range res.Drift {
-		found := false
-		for _, e := range events {
-			found = found || ((e.Reason == v1alpha1.DriftCorrectedReason || e.Reason == v1alpha1.FieldReplacedReason) && strings.Contains(e.Message, d.String()))
+		planned[d.String()] = true
+	}
+	named := map[string]bool{}
+	for _, e := range events {
+		if e.Reason != v1alpha1.DriftCorrectedReason && e.Reason != v1alpha1.FieldReplacedReason {
+			continue
 		}
-		if !found {
-			t.Errorf("the plan said %q; no event of the operator says it: %v", d.String(), reasons)
+		_, list, _ := strings.Cut(strings.TrimSuffix(e.Message, "."), ": ")
+		for _, item := range strings.Split(list, "; ") {
+			named[item] = true
+			if !planned[item] {
+				t.Errorf("the operator corrected %q, which the plan did not name (plan: %v)", item, res.Drift)
+			}
+		}
+	}
+	for d := range planned {
+		if !named[d] {
+			t.Errorf("the plan said %q; no event of the operator says it: %v", d, reasons)
 		}
 	}
 }
+
+// eventWait bounds how long commit waits for the events a plan names.
+const eventWait = 30 * time.Second
 
 // applyFile server-side applies m's spec, labels and annotations as Flux's
 // kustomize-controller applies a file from Git (force, its own field
@@ -353,8 +389,12 @@ func applyFile(t *testing.T, m *v1alpha1.OpenMedModel) int64 {
 type statusWatch struct {
 	mu   sync.Mutex
 	seen []v1alpha1.OpenMedModelStatus
-	w    watch.Interface
-	done chan struct{}
+	// versions are the model's resourceVersions the watch delivered;
+	// initial is the one the list before it read.
+	versions map[string]bool
+	initial  string
+	w        watch.Interface
+	done     chan struct{}
 }
 
 // watchStatuses watches m's statuses from now on.
@@ -369,23 +409,27 @@ func watchStatuses(t *testing.T, m *v1alpha1.OpenMedModel) *statusWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &statusWatch{w: w, done: make(chan struct{})}
+	s := &statusWatch{w: w, versions: map[string]bool{}, done: make(chan struct{})}
 	var last *v1alpha1.OpenMedModelStatus
 	for i := range list.Items {
 		if list.Items[i].Name == m.Name {
 			last = list.Items[i].Status.DeepCopy()
+			s.initial = list.Items[i].ResourceVersion
 		}
 	}
 	go func() {
 		defer close(s.done)
 		for ev := range w.ResultChan() {
 			o, ok := ev.Object.(*v1alpha1.OpenMedModel)
-			if !ok || o.Name != m.Name || (last != nil && apiequality.Semantic.DeepEqual(*last, o.Status)) {
+			if !ok || o.Name != m.Name {
 				continue
 			}
-			last = o.Status.DeepCopy()
 			s.mu.Lock()
-			s.seen = append(s.seen, *last)
+			s.versions[o.ResourceVersion] = true
+			if last == nil || !apiequality.Semantic.DeepEqual(*last, o.Status) {
+				last = o.Status.DeepCopy()
+				s.seen = append(s.seen, *last)
+			}
 			s.mu.Unlock()
 		}
 	}()
@@ -394,8 +438,15 @@ func watchStatuses(t *testing.T, m *v1alpha1.OpenMedModel) *statusWatch {
 }
 
 // first is the first status written for generation (its
-// observedGeneration) since the watch started, or nil.
-func (s *statusWatch) first(generation int64) *v1alpha1.OpenMedModelStatus {
+// observedGeneration) since the watch started, or nil, once the watch has
+// delivered the model's version rv.
+func (s *statusWatch) first(t *testing.T, generation int64, rv string) *v1alpha1.OpenMedModelStatus {
+	t.Helper()
+	eventually(t, "the status watch delivered resourceVersion "+rv, func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.versions[rv] || s.initial == rv, ""
+	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.seen {
