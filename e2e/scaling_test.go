@@ -3,6 +3,8 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,11 +33,13 @@ const warmUpSeconds = 5
 // is scaled up, by its own spec.replicas (2 -> 4) and by an HPA-style write
 // of the scale subresource (1 -> 4) with replicas left to the HPA. While the
 // real Deployment controller brings the pods up (with maxUnavailable 0 it
-// calls the Deployment unavailable meanwhile), the model, sampled every
-// 100 ms, is never Degraded in any Argo CD face (Go, Lua) and never Failed
+// calls the Deployment unavailable meanwhile), every version of the model
+// the API server stores (a watch, so nothing between two samples is
+// missed) is never Degraded in any Argo CD face (Go, Lua) and never Failed
 // in kstatus or the CEL expressions; it reads Ready=False/Scaling with
 // Reconciling (Progressing, InProgress), as Argo CD and kstatus read the
-// Deployment itself, and Ready again once every pod is available.
+// Deployment itself, and Ready again only once every pod is available,
+// without a RolloutSucceeded event.
 func TestScalingIsNotFailing(t *testing.T) {
 	requireCluster(t)
 	t.Parallel()
@@ -75,7 +80,7 @@ func TestScalingIsNotFailing(t *testing.T) {
 			}
 			waitServing(t, ns, v1)
 
-			s := startFaceSampler(t, ns, 100*time.Millisecond)
+			s := startFaceWatch(t, ns)
 			start := time.Now()
 			tc.scaleUp(t, ns)
 			done := waitState(t, ns, "Ready with every pod available", func(st state) bool {
@@ -83,77 +88,92 @@ func TestScalingIsNotFailing(t *testing.T) {
 					st.m.Status.Phase == v1alpha1.PhaseReady && st.snap.Condition(v1alpha1.ReadyCondition) == "True/RolloutSucceeded"
 			})
 			took := time.Since(start)
-			time.Sleep(300 * time.Millisecond)
-			samples := s.stop()
-			var gap time.Duration
-			for i := 1; i < len(samples); i++ {
-				gap = max(gap, samples[i].at.Sub(samples[i-1].at))
-			}
-			t.Logf("Ready again after %s; %d samples, at most %s apart", took.Round(100*time.Millisecond), len(samples), gap.Round(time.Millisecond))
-			scaling := 0
-			for _, smp := range samples {
+			samples := s.stop(t, done.m.ResourceVersion)
+			t.Logf("Ready again after %s; %d stored versions of the model judged", took.Round(100*time.Millisecond), len(samples))
+			// What the README documents: Ready=False/Scaling while the
+			// pods come up (minReadySeconds makes that last seconds), and
+			// Ready=True again only once every pod is available: after the
+			// first Scaling, Ready stays False until the last version.
+			var readings []string
+			scaling := -1
+			for i, smp := range samples {
+				readings = append(readings, smp.ready)
+				if smp.err != "" {
+					t.Errorf("%s: a face could not judge the model: %s", smp.summary, smp.err)
+				}
 				if smp.argo[health.Degraded] || smp.argo[health.Unknown] {
-					t.Errorf("%s: an Argo CD face says %v: %s", smp.at.Format(time.RFC3339Nano), smp.faces, smp.summary)
+					t.Errorf("an Argo CD face says %v: %s", smp.faces, smp.summary)
 				}
 				if smp.ks[kstatus.FailedStatus] || smp.ks[kstatus.UnknownStatus] {
-					t.Errorf("%s: kstatus or CEL says %v: %s", smp.at.Format(time.RFC3339Nano), smp.faces, smp.summary)
+					t.Errorf("kstatus or CEL says %v: %s", smp.faces, smp.summary)
 				}
-				if smp.ready == "False/"+v1alpha1.ScalingReason {
-					scaling++
+				if smp.ready == "False/"+v1alpha1.ScalingReason && scaling < 0 {
+					scaling = i
+				}
+				if scaling >= 0 && i < len(samples)-1 && strings.HasPrefix(smp.ready, "True/") {
+					t.Errorf("Ready=%s while the Deployment still scales (version %d of %d): %s", smp.ready, i+1, len(samples), smp.summary)
 				}
 			}
-			// What the README documents: Ready=False/Scaling while the
-			// pods come up (minReadySeconds makes that last seconds).
-			if scaling == 0 {
-				t.Errorf("no sample read Ready=False/Scaling; the last state: %s", done)
+			t.Logf("Ready, version by version: %s", strings.Join(slices.Compact(readings), " -> "))
+			if scaling < 0 {
+				t.Errorf("no stored version read Ready=False/Scaling; the last state: %s", done)
+			}
+			if n := countEvents(t, ns, v1alpha1.RolloutSucceededReason); n != 1 {
+				t.Errorf("%d RolloutSucceeded events, want only the first rollout's: a scale-up rolls nothing", n)
 			}
 		})
 	}
 }
 
-// faceSample is one reading of the model by every health face.
+// faceSample is one stored version of the model judged by every health
+// face.
 type faceSample struct {
-	at      time.Time
 	argo    map[health.Code]bool
 	ks      map[kstatus.Status]bool
 	faces   []string
 	ready   string
 	summary string
+	// err says which face could not judge the version.
+	err string
 }
 
-type faceSampler struct {
-	mu      sync.Mutex
-	samples []faceSample
-	stopc   chan struct{}
-	done    chan struct{}
+type faceWatch struct {
+	mu       sync.Mutex
+	samples  []faceSample
+	versions map[string]bool
+	w        watch.Interface
+	done     chan struct{}
 }
 
-// startFaceSampler reads the model of ns every period and judges it with
-// the Go health check, health.lua (as argocd-cm runs it), kstatus and the
-// published CEL expressions.
-func startFaceSampler(t *testing.T, ns string, period time.Duration) *faceSampler {
+// startFaceWatch judges every version of the model of ns the API server
+// stores from now on — no sampling period, so no state, however short, is
+// missed — with the Go health check, health.lua (as argocd-cm runs it),
+// kstatus and the published CEL expressions.
+func startFaceWatch(t *testing.T, ns string) *faceWatch {
 	t.Helper()
 	cel, err := flux.NewStatusEvaluator()
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &faceSampler{stopc: make(chan struct{}), done: make(chan struct{})}
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("OpenMedModelList"))
+	if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := k8s.Watch(context.Background(), list, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.GetResourceVersion()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &faceWatch{versions: map[string]bool{}, w: w, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		tick := time.NewTicker(period)
-		defer tick.Stop()
-		for {
-			select {
-			case <-s.stopc:
-				return
-			case <-tick.C:
-			}
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("OpenMedModel"))
-			if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: modelName}, u); err != nil {
+		for ev := range w.ResultChan() {
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || u.GetName() != modelName {
 				continue
 			}
-			smp := faceSample{at: time.Now(), argo: map[health.Code]bool{}, ks: map[kstatus.Status]bool{}}
+			smp := faceSample{argo: map[health.Code]bool{}, ks: map[kstatus.Status]bool{}}
 			record := func(face string, v fmt.Stringer) { smp.faces = append(smp.faces, face+"="+v.String()) }
 			goFace := health.Assess(u)
 			smp.argo[goFace.Code] = true
@@ -162,16 +182,19 @@ func startFaceSampler(t *testing.T, ns string, period time.Duration) *faceSample
 				smp.argo[health.Code(lua.Status)] = true
 				record("lua", stringer(lua.Status))
 			} else {
-				smp.argo[health.Unknown] = true
-				record("lua", stringer(err.Error()))
+				smp.err += "lua: " + err.Error() + "; "
 			}
 			if r, err := kstatus.Compute(u); err == nil {
 				smp.ks[r.Status] = true
 				record("kstatus", r.Status)
+			} else {
+				smp.err += "kstatus: " + err.Error() + "; "
 			}
 			if r, err := cel.Evaluate(context.Background(), u); err == nil {
 				smp.ks[r.Status] = true
 				record("cel", r.Status)
+			} else {
+				smp.err += "cel: " + err.Error() + "; "
 			}
 			conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			for _, item := range conditions {
@@ -179,27 +202,43 @@ func startFaceSampler(t *testing.T, ns string, period time.Duration) *faceSample
 					smp.ready = fmt.Sprintf("%v/%v", c["status"], c["reason"])
 				}
 			}
-			smp.summary = fmt.Sprintf("Ready=%s %s", smp.ready, goFace.Message)
+			smp.summary = fmt.Sprintf("resourceVersion %s Ready=%s %s", u.GetResourceVersion(), smp.ready, goFace.Message)
 			s.mu.Lock()
 			s.samples = append(s.samples, smp)
+			s.versions[u.GetResourceVersion()] = true
 			s.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() { s.stop() })
+	t.Cleanup(func() { w.Stop(); <-s.done })
 	return s
 }
 
-// stop ends the sampling (once) and returns the samples.
-func (s *faceSampler) stop() []faceSample {
-	select {
-	case <-s.stopc:
-	default:
-		close(s.stopc)
-	}
+// stop waits until the watch has delivered the model's version rv, ends
+// it, and returns every version judged, oldest first.
+func (s *faceWatch) stop(t *testing.T, rv string) []faceSample {
+	t.Helper()
+	eventually(t, "the watch delivered resourceVersion "+rv, func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.versions[rv], fmt.Sprintf("%d versions", len(s.versions))
+	})
+	s.w.Stop()
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]faceSample(nil), s.samples...)
+}
+
+// countEvents counts the model's events with reason.
+func countEvents(t *testing.T, ns, reason string) int {
+	t.Helper()
+	n := 0
+	for _, e := range modelEvents(t, ns) {
+		if e.Reason == reason {
+			n++
+		}
+	}
+	return n
 }
 
 type stringer string
