@@ -181,7 +181,7 @@ func run(t *testing.T, bin string, cfg runConfig) {
 			t.Fatal(err)
 		}
 	}
-	r := &runner{t: t, bin: bin, dir: dir, kubeconfig: kubeconfig, c: c, rnd: rand.New(rand.NewPCG(cfg.seed, 99))}
+	r := &runner{t: t, bin: bin, dir: dir, kubeconfig: kubeconfig, c: c, rnd: rand.New(rand.NewPCG(cfg.seed, 99)), ended: map[*localrun.Operator]bool{}}
 	defer r.stopAll()
 	for i := 0; i < max(1, cfg.replicas); i++ {
 		r.start()
@@ -313,6 +313,11 @@ func run(t *testing.T, bin string, cfg runConfig) {
 		t.Logf("faults injected: %v", proxy.Counts())
 	}
 	t.Logf("converged: %s; operator restarts %d; status samples %d", strings.Join(took, ", "), r.restarts, samp.count())
+	r.mu.Lock()
+	if len(r.selfExits) > 0 {
+		t.Logf("%d operator exits not made by the test (restarted): %v", len(r.selfExits), r.selfExits)
+	}
+	r.mu.Unlock()
 }
 
 // one is a step that rolls each model's current Deployment once.
@@ -420,11 +425,29 @@ type runner struct {
 	ops      []*localrun.Operator
 	n        int
 	restarts int
+	// ended are the replicas the runner stopped or killed itself; any
+	// other that exits exited by itself (a lost leader election under the
+	// injected faults ends the process, as controller-runtime does) and is
+	// restarted as the kubelet restarts a pod's container.
+	ended     map[*localrun.Operator]bool
+	selfExits []string
+	stopping  bool
+	wg        sync.WaitGroup
 }
 
 // start launches one operator replica with leader election and a short
 // lease, as a Deployment with replicas would run it.
 func (r *runner) start() *localrun.Operator {
+	op, err := r.launch()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return op
+}
+
+// launch starts a replica, waits until it is ready and watches for its
+// exit.
+func (r *runner) launch() (*localrun.Operator, error) {
 	r.mu.Lock()
 	r.n++
 	n := r.n
@@ -436,26 +459,79 @@ func (r *runner) start() *localrun.Operator {
 		Env: []string{"RUNTIME_NAMESPACE=default"},
 	})
 	if err != nil {
-		r.t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := op.WaitReady(ctx); err != nil {
-		r.t.Fatal(err)
+		return nil, err
 	}
 	r.mu.Lock()
 	r.ops = append(r.ops, op)
+	stopping := r.stopping
+	if !stopping {
+		r.wg.Add(1)
+	}
 	r.mu.Unlock()
-	return op
+	if stopping {
+		// stopAll has taken its list of replicas already.
+		_ = op.Stop(5 * time.Second)
+		return op, nil
+	}
+	go r.supervise(op, n)
+	return op, nil
+}
+
+// supervise restarts op when it exits by itself, and says why it exited.
+func (r *runner) supervise(op *localrun.Operator, n int) {
+	defer r.wg.Done()
+	<-op.Done()
+	r.mu.Lock()
+	if r.ended[op] || r.stopping {
+		r.mu.Unlock()
+		return
+	}
+	why := "operator-" + strconv.Itoa(n) + " exited by itself: " + lastLine(op.LogPath(), "leader election lost")
+	r.selfExits = append(r.selfExits, why)
+	r.mu.Unlock()
+	r.t.Log(why + "; restarting it, as the kubelet would")
+	if _, err := r.launch(); err != nil {
+		r.t.Errorf("restarting after %s: %v", why, err)
+	}
+}
+
+// end marks op as stopped by the runner.
+func (r *runner) end(op *localrun.Operator) {
+	r.mu.Lock()
+	r.ended[op] = true
+	r.mu.Unlock()
 }
 
 func (r *runner) stopAll() {
 	r.mu.Lock()
+	r.stopping = true
 	ops := r.ops
 	r.mu.Unlock()
 	for _, op := range ops {
 		_ = op.Stop(5 * time.Second)
 	}
+	r.wg.Wait()
+}
+
+// lastLine is the last line of the file at path that contains want, or the
+// last line of it.
+func lastLine(path, want string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.Contains(lines[i], want) {
+			return lines[i]
+		}
+	}
+	return lines[len(lines)-1]
 }
 
 // killer SIGKILLs the running operator kills times at random moments and
@@ -470,6 +546,7 @@ func (r *runner) killer(kills int, stop <-chan struct{}) {
 		}
 		r.mu.Lock()
 		op := r.ops[len(r.ops)-1]
+		r.ended[op] = true
 		r.mu.Unlock()
 		_ = op.Kill()
 		r.restarts++
@@ -503,6 +580,7 @@ func (r *runner) handoverOnce(stop <-chan struct{}) {
 		if leader == nil {
 			continue
 		}
+		r.end(leader)
 		_ = leader.Signal(syscall.SIGTERM)
 		<-leader.Done()
 		r.restarts++
@@ -622,7 +700,11 @@ func (r *runner) waitConverged(s step, n int, replicas map[string]int32) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("step %q did not converge in %s: %v; the operators' logs and goroutines: %s", s.name, convergeWithin, pending, r.keep())
+			r.mu.Lock()
+			exits := slices.Clone(r.selfExits)
+			r.mu.Unlock()
+			t.Fatalf("step %q did not converge in %s: %v; operator exits not made by the test: %v; the operators' logs and goroutines: %s",
+				s.name, convergeWithin, pending, exits, r.keep())
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
