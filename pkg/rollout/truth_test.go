@@ -326,7 +326,8 @@ func TestReviewFindings(t *testing.T) {
 		c.markRolling()
 		p := c.pass()
 		for _, typ := range []string{v1alpha1.ReadyCondition, v1alpha1.ReconcilingCondition} {
-			if cond := apimeta.FindStatusCondition(p.Status.Conditions, typ); cond == nil || cond.Reason == v1alpha1.ApplyFailedReason {
+			if cond := apimeta.FindStatusCondition(p.Status.Conditions, typ); cond == nil || cond.Reason == v1alpha1.ApplyFailedReason ||
+				strings.Contains(cond.Message, "failed") {
 				t.Errorf("%s after recovery: %+v", typ, cond)
 			}
 		}
