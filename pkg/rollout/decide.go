@@ -426,6 +426,12 @@ func (d *decider) applyDesired(p pointer, proven, retry bool) {
 	var drift []Drift
 	if wasApplied && !changed {
 		drift = p.drift(dep, d.opts.FieldManager)
+		// Nothing differs but values the operator set itself: a pass
+		// applied another spec and its status write was lost (a crash, or
+		// the edit that changed the spec back won the race for the model).
+		// The Deployment carries a spec the model no longer asks for: a
+		// change of spec, not another manager's drift.
+		changed = len(drift) == 0
 	}
 	rolls := p.templateChanged(dep)
 	if !rolls {

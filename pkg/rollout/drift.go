@@ -45,7 +45,9 @@ func (d Drift) String() string {
 // value now. A field that is gone has no owner on record, so it is reported
 // as removed with no manager named: managedFields do not say who removed a
 // field, and the last writer of its parent may have changed something else.
-// fieldManager, the operator's own manager, is never named. The pointer is
+// fieldManager, the operator's own manager, is never named, and a value it
+// set itself is no drift (a pass applied another spec and its status write
+// was lost). The pointer is
 // the intent for spec, owner key, ConfigMap name and manifest hash, as
 // DeploymentIntent builds it.
 func DetectDrift(live *appsv1.Deployment, spec v1alpha1.NormalizedSpec, owner, cmName, manifestHash, fieldManager string) []Drift {
@@ -61,6 +63,12 @@ func (p pointer) drift(live *appsv1.Deployment, fieldManager string) []Drift {
 		d := Drift{Field: f.name, Removed: !f.present(p, live)}
 		if !d.Removed {
 			d.Managers = valueOwners(live.ManagedFields, fieldManager, f.path)
+			if len(d.Managers) == 0 && ownsValue(live.ManagedFields, fieldManager, f.path) {
+				// The value is the operator's own, set by a pass whose
+				// status write was lost (another spec, since changed back):
+				// nobody else changed it.
+				continue
+			}
 		}
 		drift = append(drift, d)
 	}
@@ -231,6 +239,21 @@ func valueOwners(entries []metav1.ManagedFieldsEntry, self string, path fieldpat
 	}
 	sort.Strings(names)
 	return names
+}
+
+// ownsValue reports whether the field manager self owns the value at path
+// in an entry of its own.
+func ownsValue(entries []metav1.ManagedFieldsEntry, self string, path fieldpath.Path) bool {
+	for _, e := range entries {
+		if e.Manager != self || e.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err == nil && setsValue(set, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // setsValue reports whether set owns the value at path: path itself when it

@@ -336,6 +336,43 @@ func TestReviewFindings(t *testing.T) {
 		}
 	})
 
+	t.Run("the operator's own unrecorded apply is not drift", func(t *testing.T) {
+		// v1 -> v2 -> v1: the pass that applies v2 loses its status write
+		// (a crash, or the revert's edit won the race for the model), so
+		// the status still says v1 is applied and Ready while the
+		// Deployment carries the operator's own v2 pointer.
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		c.passLosingStatus()
+		if got := c.pointedVersion(); got != v2 {
+			t.Fatalf("setup: the Deployment points at %q", got)
+		}
+		c.setVersion(v1)
+		p := c.pass()
+		if len(p.Drift) != 0 || p.ApplyDeployment == nil {
+			t.Errorf("drift %v, apply %v: the operator's own write is no other manager's change", p.Drift, p.ApplyDeployment != nil)
+		}
+		assertStrings(t, "events", eventReasons(p.Events), []string{v1alpha1.RolloutStartedReason})
+		if !conditionIs(&p.Status, v1alpha1.ProgressingCondition, metav1.ConditionTrue, v1alpha1.SpecChangedReason) ||
+			conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
+			t.Errorf("conditions %v, want the rollout of the changed spec", condSummary(p.Status))
+		}
+		if got := c.pointedVersion(); got != v1 {
+			t.Errorf("the Deployment points at %q after the pass, want %s", got, v1)
+		}
+		// Another manager's change of the same fields is still drift,
+		// and named.
+		c.markReady()
+		c.pass()
+		c.patchDeployment("kubectl-set", types.StrategicMergePatchType,
+			`{"spec":{"template":{"metadata":{"annotations":{"`+v1alpha1.ManifestHashAnnotation+`":"sha256:other"}}}}}`)
+		p = c.pass()
+		if len(p.Drift) != 1 || len(p.Drift[0].Managers) != 1 || p.Drift[0].Managers[0] != "kubectl-set" {
+			t.Errorf("drift %v, want the template hash changed by kubectl-set", p.Drift)
+		}
+	})
+
 	t.Run("a blocked pass does not use up resetAt", func(t *testing.T) {
 		c := newCluster(t)
 		c.pass()
