@@ -11,6 +11,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,24 +136,7 @@ func TestForeignWriteBeforeTheApplyIsNotDrift(t *testing.T) {
 	ns := newNamespace(t)
 	op := startOperator(t)
 	readyModel(t, ns, "svc")
-	v2 := manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v2")
-	foreign := make(chan error, 1)
-	op.writes.inject(&fault{times: 1, before: func() {
-		op.writes.watchDelay.Store(int64(700 * time.Millisecond))
-		// The Deployment controller's kind of write: status only, the
-		// generation stays.
-		foreign <- setStatus(ns, "svc", func(d *appsv1.Deployment) { d.Status.CollisionCount = ptr.To[int32](1) })
-	}, match: func(method, path, body string) bool {
-		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/deployments/svc") && strings.Contains(body, v2)
-	}})
-	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
-	if err := <-foreign; err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the v2 apply landed", func() (bool, string) {
-		h := templateHash(getDeployment(t, ns, "svc"))
-		return h == v2, h
-	})
+	v2 := changeBehindAForeignWrite(t, op, ns, "OpenMed/pii-v2")
 	// The rollout's completion comes after the foreign write and the apply
 	// in the watch stream: once the model is Ready, the cache has brought
 	// both, and every pass on the foreign version has run.
@@ -169,57 +154,77 @@ func TestForeignWriteBeforeTheApplyIsNotDrift(t *testing.T) {
 // TestQuickRevertOnALaggingCacheIsNotReady: A -> B -> A. The model at v1
 // is changed to v2; a status-only write of the Deployment (its controller's
 // kind) lands between the version the pass read and the v2 apply, and the
-// cache brings the two events 700 ms apart; the model is reverted to v1 as
-// soon as the apply has landed. A pass on the foreign version sees the v1
-// pointer and would call the revert Ready while the Deployment carries v2
-// (the cache-lag record knew only the version the apply moved on from).
-// The generation of the apply's answer is the watermark: the pass waits for
-// the cache to show the apply, then rolls v1 out again, and the revert is
-// Ready only once the Deployment reports that rollout.
+// cache brings the two events 700 ms apart; the model is reverted to v1
+// right after the apply. A pass on the foreign version sees the v1 pointer
+// and would call the revert Ready while the Deployment carries v2 (the
+// cache-lag record knew only the version the apply moved on from): the
+// generation of the apply's answer is the watermark, and the pass waits for
+// the cache to show the apply. When the revert also wins the race for the
+// model, the pass that applied v2 cannot record it (409): the next pass
+// finds the operator's own v2 values on the Deployment, which are a change
+// of spec, not another manager's drift. Either way v1 rolls out again once,
+// and the revert is Ready only once the Deployment reports that rollout.
 func TestQuickRevertOnALaggingCacheIsNotReady(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperator(t)
-	readyModel(t, ns, "svc")
-	v1, v2 := manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v1"), manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v2")
-	foreign := make(chan error, 1)
-	op.writes.inject(&fault{times: 1, before: func() {
-		op.writes.watchDelay.Store(int64(700 * time.Millisecond))
-		foreign <- setStatus(ns, "svc", func(d *appsv1.Deployment) { d.Status.CollisionCount = ptr.To[int32](1) })
-	}, match: func(method, path, body string) bool {
-		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/deployments/svc") && strings.Contains(body, v2)
-	}})
-	statuses := watchStatuses(t, ns, "svc")
-	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
-	if err := <-foreign; err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name        string
+		revertFirst bool
+	}{{"the v2 status recorded first", false}, {"the revert wins the race for the model", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			op := startOperator(t)
+			readyModel(t, ns, "svc")
+			v1 := manifestHashOf(t, getModel(t, ns, "svc"), "OpenMed/pii-v1")
+			statuses := watchStatuses(t, ns, "svc")
+			reverted := make(chan error, 1)
+			if tc.revertFirst {
+				op.writes.inject(&fault{times: 1, before: func() { reverted <- setModelVersion(ns, "svc", "OpenMed/pii-v1") },
+					match: func(method, path, body string) bool {
+						return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/openmedmodels/svc/status")
+					}})
+			}
+			changeBehindAForeignWrite(t, op, ns, "OpenMed/pii-v2")
+			appliesBefore := applies(op, ns, "svc", v1)
+			if !tc.revertFirst {
+				waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+				reverted <- setModelVersion(ns, "svc", "OpenMed/pii-v1")
+			}
+			if err := <-reverted; err != nil {
+				t.Fatal(err)
+			}
+			revert := getModel(t, ns, "svc").Generation
+			eventually(t, "v1 applied again over v2", func() (bool, string) {
+				h := templateHash(getDeployment(t, ns, "svc"))
+				return h == v1, h
+			})
+			op.writes.watchDelay.Store(0)
+			if tc.revertFirst && op.writes.answered(http.MethodPatch, "/namespaces/"+ns+"/openmedmodels/svc/status", http.StatusConflict) == 0 {
+				t.Errorf("the v2 pass's status write was not answered 409: the race was not exercised")
+			}
+			// The Deployment controller has not reported the v1 rollout
+			// yet: no status of the revert may say Ready.
+			for _, st := range statuses() {
+				if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); st.ObservedGeneration == revert && c != nil && c.Status == "True" {
+					t.Errorf("the revert read Ready before the Deployment carried v1 again: %s %s/%s", st.Phase, c.Reason, c.Message)
+				}
+			}
+			updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+			waitFor(t, ns, "svc", v1alpha1.PhaseReady)
+			if n := applies(op, ns, "svc", v1) - appliesBefore; n != 1 {
+				t.Errorf("%d applies of the v1 pointer after the revert, want 1", n)
+			}
+			if msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason); len(msgs) != 0 {
+				t.Errorf("the operator's own apply was called drift: %v", msgs)
+			}
+		})
 	}
-	eventually(t, "the v2 apply landed", func() (bool, string) {
-		h := templateHash(getDeployment(t, ns, "svc"))
-		return h == v2, h
-	})
-	appliesBefore := applies(op, ns, "svc", v1)
-	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v1" })
-	revert := getModel(t, ns, "svc").Generation
-	eventually(t, "v1 applied again over v2", func() (bool, string) {
-		h := templateHash(getDeployment(t, ns, "svc"))
-		return h == v1, h
-	})
-	op.writes.watchDelay.Store(0)
-	// The Deployment controller has not reported the v1 rollout yet: no
-	// status of the revert may say Ready.
-	for _, st := range statuses() {
-		if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); st.ObservedGeneration == revert && c != nil && c.Status == "True" {
-			t.Errorf("the revert read Ready before the Deployment carried v1 again: %s %s/%s", st.Phase, c.Reason, c.Message)
-		}
-	}
-	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
-	waitFor(t, ns, "svc", v1alpha1.PhaseReady)
-	if n := applies(op, ns, "svc", v1) - appliesBefore; n != 1 {
-		t.Errorf("%d applies of the v1 pointer after the revert, want 1", n)
-	}
-	if msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason); len(msgs) != 0 {
-		t.Errorf("the operator's own apply, not yet in the cache, was called drift: %v", msgs)
-	}
+}
+
+// setModelVersion sets the version of the model name in ns, as a commit
+// would (a merge patch, without t: fault hooks run on the operator's
+// goroutines).
+func setModelVersion(ns, name, version string) error {
+	m := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	return env.Client.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"version":"`+version+`"}}`)))
 }
 
 // TestFirstPassOnALaggingCacheIsNotAFailure: the Deployment created with
@@ -270,6 +275,33 @@ func TestFirstPassOnALaggingCacheIsNotAFailure(t *testing.T) {
 	if n := op.metric(t, controllers.MetricReconcileErrors, map[string]string{"reason": v1alpha1.ApplyFailedReason}); n != 0 {
 		t.Errorf("%s{reason=ApplyFailed} = %v, want 0", controllers.MetricReconcileErrors, n)
 	}
+}
+
+// changeBehindAForeignWrite changes the model svc of ns to version, and
+// lets a status-only write of its Deployment (the Deployment controller's
+// kind: the generation stays) land between the version the pass read and
+// its unconditional apply; from then on the operator's cache receives the
+// Deployment's events 700 ms apart. It returns once the apply has landed,
+// with the version's manifest hash.
+func changeBehindAForeignWrite(t *testing.T, op *operator, ns, version string) string {
+	t.Helper()
+	hash := manifestHashOf(t, getModel(t, ns, "svc"), version)
+	foreign := make(chan error, 1)
+	op.writes.inject(&fault{times: 1, before: func() {
+		op.writes.watchDelay.Store(int64(700 * time.Millisecond))
+		foreign <- setStatus(ns, "svc", func(d *appsv1.Deployment) { d.Status.CollisionCount = ptr.To[int32](1) })
+	}, match: func(method, path, body string) bool {
+		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/deployments/svc") && strings.Contains(body, hash)
+	}})
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = version })
+	if err := <-foreign; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the apply of "+version+" landed", func() (bool, string) {
+		h := templateHash(getDeployment(t, ns, "svc"))
+		return h == hash, h
+	})
+	return hash
 }
 
 // templateHash is the manifest hash on the Deployment's pod template.
