@@ -62,8 +62,9 @@ func (p pointer) drift(live *appsv1.Deployment, fieldManager string) []Drift {
 		}
 		d := Drift{Field: f.name, Removed: !f.present(p, live)}
 		if !d.Removed {
-			d.Managers = valueOwners(live.ManagedFields, fieldManager, f.path)
-			if len(d.Managers) == 0 && ownsValue(live.ManagedFields, fieldManager, f.path) {
+			setters := valueSetters(live.ManagedFields, f.path)
+			d.Managers = others(setters, fieldManager)
+			if len(d.Managers) == 0 && setters[fieldManager] {
 				// The value is the operator's own, set by a pass whose
 				// status write was lost (another spec, since changed back):
 				// nobody else changed it.
@@ -213,15 +214,14 @@ func pointedConfigMap(d *appsv1.Deployment, container string) string {
 	return ""
 }
 
-// valueOwners names the managers whose managedFields entry sets the value
-// at path: the field itself or anything below it except the key fields of a
+// valueSetters are the managers whose managedFields entry sets the value at
+// path: the field itself or anything below it except the key fields of a
 // list item ("name" of a container or env entry) and the item's own
-// presence, which a manager that only created the entry keeps owning. The
-// operator's own manager is excluded; the result is sorted.
-func valueOwners(entries []metav1.ManagedFieldsEntry, self string, path fieldpath.Path) []string {
-	owners := map[string]bool{}
+// presence, which a manager that only created the entry keeps owning.
+func valueSetters(entries []metav1.ManagedFieldsEntry, path fieldpath.Path) map[string]bool {
+	setters := map[string]bool{}
 	for _, e := range entries {
-		if e.Manager == self || e.FieldsV1 == nil {
+		if e.FieldsV1 == nil {
 			continue
 		}
 		set := &fieldpath.Set{}
@@ -230,30 +230,28 @@ func valueOwners(entries []metav1.ManagedFieldsEntry, self string, path fieldpat
 			continue
 		}
 		if setsValue(set, path) {
-			owners[e.Manager] = true
+			setters[e.Manager] = true
 		}
 	}
-	names := make([]string, 0, len(owners))
-	for m := range owners {
-		names = append(names, m)
+	return setters
+}
+
+// others names the setters but self, sorted.
+func others(setters map[string]bool, self string) []string {
+	names := make([]string, 0, len(setters))
+	for m := range setters {
+		if m != self {
+			names = append(names, m)
+		}
 	}
 	sort.Strings(names)
 	return names
 }
 
-// ownsValue reports whether the field manager self owns the value at path
-// in an entry of its own.
-func ownsValue(entries []metav1.ManagedFieldsEntry, self string, path fieldpath.Path) bool {
-	for _, e := range entries {
-		if e.Manager != self || e.FieldsV1 == nil {
-			continue
-		}
-		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err == nil && setsValue(set, path) {
-			return true
-		}
-	}
-	return false
+// valueOwners names the managers other than self that set the value at
+// path (valueSetters), sorted.
+func valueOwners(entries []metav1.ManagedFieldsEntry, self string, path fieldpath.Path) []string {
+	return others(valueSetters(entries, path), self)
 }
 
 // setsValue reports whether set owns the value at path: path itself when it
