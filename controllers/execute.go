@@ -100,10 +100,20 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			w.moved(answer.GetResourceVersion(), answer.GetGeneration())
 		}
 	}
-	for _, rel := range []struct {
+	type release struct {
 		release *rollout.Release
 		dep     *appsv1.Deployment
-	}{{plan.ReleasePrevious, p.observed.PreviousTarget}, {plan.Release, p.observed.Deployment}} {
+	}
+	var releases []release
+	for _, rel := range plan.ReleasePrevious {
+		for _, dep := range p.observed.PreviousTargets {
+			if dep.Name == rel.DeploymentName {
+				releases = append(releases, release{rel, dep})
+			}
+		}
+	}
+	releases = append(releases, release{plan.Release, p.observed.Deployment})
+	for _, rel := range releases {
 		if rel.release == nil || rel.dep == nil {
 			continue
 		}

@@ -162,10 +162,15 @@ func TestOneStatusRequestPerPass(t *testing.T) {
 	op := startOperator(t)
 	readyModel(t, ns, "svc")
 	writes := op.writes.requests(http.MethodPatch, "/namespaces/"+ns+"/openmedmodels/svc/status")
-	if len(writes) != 2 {
-		t.Fatalf("%d status requests for a first rollout, want 2 (RollingOut, Ready): %q", len(writes), writes)
+	if len(writes) != 3 {
+		t.Fatalf("%d status requests for a first rollout, want 3 (the target recorded, RollingOut, Ready): %q", len(writes), writes)
 	}
-	for i, body := range writes {
+	// The first is the write-ahead record of the target, before any write
+	// to it; it carries nothing else.
+	if want := `"status":{"claimedTargets":["svc"]}}`; !strings.HasSuffix(writes[0], want) {
+		t.Errorf("the first status request is not the record of the target: %s", writes[0])
+	}
+	for i, body := range writes[1:] {
 		for _, field := range []string{`"conditions"`, `"phase"`, `"observedGeneration"`, `"resourceVersion"`} {
 			if !strings.Contains(body, field) {
 				t.Errorf("status request %d lacks %s: %s", i, field, body)

@@ -81,10 +81,13 @@ func TestLifecycle(t *testing.T) {
 	}
 	updateDeploymentStatus(t, ns, "svc", rolloutStuck)
 	got = waitFor(t, ns, "svc", v1alpha1.PhaseRolledBack, v1alpha1.RolledBackReason)
-	d = getDeployment(t, ns, "svc")
-	if name := preload(d).ValueFrom.ConfigMapKeyRef.Name; name != v1CM {
-		t.Fatalf("after rollback the pointer is %s, want the v1 ConfigMap %s", name, v1CM)
-	}
+	// The status that records the rollback is written before the pass that
+	// applies it (the decision is durable before the act): wait for the
+	// pointer itself.
+	eventually(t, "the v1 pointer restored", func() (bool, string) {
+		name := preload(getDeployment(t, ns, "svc")).ValueFrom.ConfigMapKeyRef.Name
+		return name == v1CM, name
+	})
 	if s := kstatusOf(t, got); s != kstatus.InProgressStatus {
 		t.Errorf("kstatus while the rollback rolls = %s, want InProgress", s)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ const lagRecheck = 2 * time.Second
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -144,10 +146,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	indexer := mgr.GetFieldIndexer()
 	if err := indexer.IndexField(ctx, &v1alpha1.OpenMedModel{}, targetIndexKey, func(o client.Object) []string {
 		desired, previous := rollout.TargetNames(o.(*v1alpha1.OpenMedModel))
-		if previous != "" {
-			return []string{desired, previous}
-		}
-		return []string{desired}
+		return append([]string{desired}, previous...)
 	}); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
 	}
@@ -289,6 +288,15 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{RequeueAfter: lagRecheck}, nil
 	}
 	p.plan = r.decide(p)
+	if err := r.recordClaims(ctx, p); err != nil {
+		if apierrors.IsConflict(err) {
+			// The resource changed since the pass read it: nothing was
+			// written, decide again on the newer version.
+			r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
+			return ctrl.Result{RequeueAfter: lagRecheck}, nil
+		}
+		return r.retry(ctx, p, reasonStatusWriteFailed, err)
+	}
 	out := r.execute(ctx, p)
 	switch {
 	case out.stale:
@@ -439,7 +447,8 @@ func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj 
 }
 
 // observe reads what Decide needs from the cache: the target Deployment,
-// the previous target after a retarget, and the manifest ConfigMaps the
+// every other Deployment the status records as possibly written (a
+// retarget's previous targets), and the manifest ConfigMaps the
 // resource owns (through the owner index, so a pass costs the same however
 // many other resources there are). It reports true when the cache has not
 // caught up with the operator's last write to a target: the pass then waits
@@ -449,11 +458,18 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	desired, previous := rollout.TargetNames(obj)
 	var waiting bool
 	observed.Deployment, waiting = r.cachedDeployment(ctx, obj.Namespace, desired)
-	if previous != "" && !waiting {
-		observed.PreviousTarget, waiting = r.cachedDeployment(ctx, obj.Namespace, previous)
+	for _, name := range previous {
+		if waiting {
+			break
+		}
+		var prev *appsv1.Deployment
+		if prev, waiting = r.cachedDeployment(ctx, obj.Namespace, name); prev != nil {
+			observed.PreviousTargets = append(observed.PreviousTargets, prev)
+		}
 	}
 	if observed.Deployment != nil && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
 		observed.Pods = r.pods.pods(rollout.OwnerKey(obj))
+		observed.NotReadyNodes = r.notReadyNodes(ctx, observed.Pods)
 	}
 	if obj.UID != "" {
 		var cms corev1.ConfigMapList
@@ -463,6 +479,53 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		}
 	}
 	return observed, waiting
+}
+
+// notReadyNodes reads, around the cache, the nodes of the pods that are
+// unready, and returns those whose Ready condition is not True (a node
+// that stopped heartbeating reads Unknown) or that are gone. Nodes are not
+// cached: a bake reads one only while a pod on it is unready, so a cluster
+// of healthy pods costs no request. A node the operator may not read is
+// taken as Ready (the pod is judged as before) and logged.
+func (r *OpenMedModelReconciler) notReadyNodes(ctx context.Context, pods []corev1.Pod) []string {
+	var out, seen []string
+	for i := range pods {
+		p := &pods[i]
+		node := p.Spec.NodeName
+		if node == "" || p.DeletionTimestamp != nil || slices.Contains(seen, node) || podReady(p) {
+			continue
+		}
+		seen = append(seen, node)
+		n := &corev1.Node{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Name: node}, n)
+		switch {
+		case apierrors.IsNotFound(err):
+			out = append(out, node)
+		case err != nil:
+			ctrl.LoggerFrom(ctx).Error(err, "read the node of an unready pod; judging the pod as on a Ready node", "Node", node)
+		case !nodeReady(n):
+			out = append(out, node)
+		}
+	}
+	return out
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 func (r *OpenMedModelReconciler) cachedDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, bool) {
@@ -502,6 +565,40 @@ func (r *OpenMedModelReconciler) patchStatus(ctx context.Context, p *pass) error
 		}
 		return fmt.Errorf("patch status of OpenMedModel %s/%s: %w", p.obj.Namespace, p.obj.Name, err)
 	}
+	p.modelRVs = append(p.modelRVs, rv)
+	return nil
+}
+
+// recordClaims writes the plan's write-ahead record before any of its
+// writes: the Deployments it writes to that the status does not list yet
+// join status.claimedTargets, in one status patch guarded by the
+// resourceVersion the pass read. Should the pass's own status write be lost
+// afterwards (a conflict with a spec edit, a crash), the next pass still
+// finds every Deployment the operator may have written and releases it on
+// a retarget or at deletion. Nothing is written when the plan claims no
+// new Deployment (an upgrade, a steady pass).
+func (r *OpenMedModelReconciler) recordClaims(ctx context.Context, p *pass) error {
+	if len(p.plan.ClaimTargets) == 0 {
+		return nil
+	}
+	claimed := rollout.ClaimedTargets(&p.obj.Status)
+	for _, name := range p.plan.ClaimTargets {
+		if !slices.Contains(claimed, name) {
+			claimed = append(claimed, name)
+		}
+	}
+	slices.Sort(claimed)
+	list, err := json.Marshal(claimed)
+	if err != nil {
+		return err
+	}
+	rv := p.obj.ResourceVersion
+	body := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":{"claimedTargets":%s}}`, rv, list)
+	if err := r.Status().Patch(ctx, p.obj, client.RawPatch(types.MergePatchType, body), client.FieldOwner(StatusFieldOwner)); err != nil {
+		return fmt.Errorf("record the claimed targets of OpenMedModel %s/%s: %w", p.obj.Namespace, p.obj.Name, err)
+	}
+	// p.obj now holds the server's answer: the pass's status write is
+	// guarded by its resourceVersion and diffs against its status.
 	p.modelRVs = append(p.modelRVs, rv)
 	return nil
 }

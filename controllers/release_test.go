@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -143,4 +144,64 @@ func scale(ns, name, manager string, replicas int32) error {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	body := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: replicas}}
 	return client.WithFieldOwner(env.Client, manager).SubResource("scale").Update(context.Background(), d, client.WithSubResourceBody(body))
+}
+
+// TestRetargetTwiceWithALostStatusWriteThenDelete: spec.targetRef moves
+// A → B, and a second edit (→ C, or back to A) lands while the pass that
+// wrote B is about to write its status, so that write is answered 409 and
+// the status never says B was written. The write-ahead record
+// (status.claimedTargets, written before the first write to B) still names
+// B: the next pass releases it, and deletion leaves no Deployment with
+// anything of the operator's, the replicas kept. Without the record B keeps
+// the pointer, the owner annotation and the operator's managedFields entry
+// (issue 26, item 10).
+func TestRetargetTwiceWithALostStatusWriteThenDelete(t *testing.T) {
+	for _, then := range []string{"c", "svc"} {
+		t.Run("svc to b to "+then, func(t *testing.T) {
+			ns := newNamespace(t)
+			op := startOperator(t)
+			readyModel(t, ns, "svc")
+			createDeployment(t, chartDeployment(ns, "b", 3))
+			createDeployment(t, chartDeployment(ns, "c", 4))
+			// The pass that writes B: its own status write (not the
+			// write-ahead record) meets the second edit.
+			edited := make(chan error, 1)
+			f := &fault{times: 1, before: func() {
+				m := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"}}
+				edited <- env.Client.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"targetRef":{"name":"`+then+`"}}}`)))
+			}, match: func(method, path, body string) bool {
+				return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/openmedmodels/svc/status") &&
+					!strings.Contains(body, `"claimedTargets"`)
+			}}
+			op.writes.inject(f)
+			patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.TargetRef.Name = "b" })
+			if err := <-edited; err != nil {
+				t.Fatal(err)
+			}
+			// The API server answers the status write after the edit landed.
+			eventually(t, "the status write of the pass that wrote B answered 409", func() (bool, string) {
+				return op.writes.answered(http.MethodPatch, "/namespaces/"+ns+"/openmedmodels/svc/status", http.StatusConflict) > 0, ""
+			})
+			// The apply to B took effect (the next pass may have released B
+			// already: the answers tell, not the Deployment).
+			if n := op.writes.answered(http.MethodPatch, "/namespaces/"+ns+"/deployments/b", http.StatusOK); n == 0 {
+				t.Fatal("the pass did not write B before its status write")
+			}
+			eventually(t, "B released after the lost status write", func() (bool, string) { return released(t, ns, "b") })
+			deleteAndWait(t, ns, "svc")
+			// A release keeps the replicas the model set (2) on every
+			// Deployment it wrote; C keeps its own when it was never written.
+			want := map[string]int32{"svc": 2, "b": 2, "c": 2}
+			if then != "c" {
+				want["c"] = 4
+			}
+			for name, replicas := range want {
+				assertReleased(t, ns, name, replicas)
+				if d := getDeployment(t, ns, name); d.Spec.Template.Labels[v1alpha1.BakeLabel] != "" ||
+					d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != "" {
+					t.Errorf("Deployment %s keeps the bake label or the manifest hash: %v %v", name, d.Spec.Template.Labels, d.Spec.Template.Annotations)
+				}
+			}
+		})
+	}
 }

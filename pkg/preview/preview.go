@@ -192,8 +192,8 @@ type Result struct {
 	PodsRoll bool `json:"podsRoll"`
 	// Drift is the drift the apply corrects, with the managers that made it.
 	Drift []rollout.Drift `json:"drift,omitempty"`
-	// Release names a Deployment whose pointer is given back.
-	Release string `json:"release,omitempty"`
+	// Release names the Deployments whose pointer is given back, sorted.
+	Release []string `json:"release,omitempty"`
 	// ReleaseReplicas is true when the spec stopped setting replicas: the
 	// operator stops owning spec.replicas and leaves the live value to the
 	// Deployment's other managers (an HPA, the chart).
@@ -220,7 +220,7 @@ type Result struct {
 // OpenMedModel's status: a new object, a spec change the operator acts on,
 // a ConfigMap, a Deployment field.
 func (r *Result) Changes() bool {
-	return r.New || len(r.CreateConfigMaps) > 0 || len(r.PruneConfigMaps) > 0 || len(r.Deployment) > 0 || r.Release != "" || r.ReleaseReplicas
+	return r.New || len(r.CreateConfigMaps) > 0 || len(r.PruneConfigMaps) > 0 || len(r.Deployment) > 0 || len(r.Release) > 0 || r.ReleaseReplicas
 }
 
 // Model simulates the operator's passes over obj (see Committed) with the
@@ -269,11 +269,12 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 	} else if plan.ReleaseReplicas {
 		res.Target = rollout.TargetName(obj)
 	}
-	if plan.Release != nil {
-		res.Release = plan.Release.DeploymentName
-	} else if plan.ReleasePrevious != nil {
-		res.Release = plan.ReleasePrevious.DeploymentName
+	for _, rel := range append([]*rollout.Release{plan.Release}, plan.ReleasePrevious...) {
+		if rel != nil {
+			res.Release = append(res.Release, rel.DeploymentName)
+		}
 	}
+	sort.Strings(res.Release)
 	res.OnFailure = onFailure(cur, plan)
 	res.Bake = bake(cur, plan)
 	return res

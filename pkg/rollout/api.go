@@ -24,11 +24,12 @@ type Observed struct {
 	// controllers.CacheOptions).
 	Deployment *appsv1.Deployment
 
-	// PreviousTarget is the Deployment named by status.targetName when that
-	// differs from the desired target (spec.targetRef moved, see
-	// TargetNames), or nil when there is none or it does not exist. The
-	// plan releases it.
-	PreviousTarget *appsv1.Deployment
+	// PreviousTargets are the Deployments other than the desired target
+	// that the status records as possibly written by the operator
+	// (TargetNames: status.claimedTargets and status.targetName), as read;
+	// one that does not exist is left out. The plan releases each one that
+	// still carries anything of the operator's.
+	PreviousTargets []*appsv1.Deployment
 
 	// ConfigMaps are the manifest ConfigMaps that carry a controller
 	// ownerReference to this resource.
@@ -41,6 +42,11 @@ type Observed struct {
 	// the creation and deletion times, the Ready condition and the
 	// containers' terminations (the operator's pod store keeps no more).
 	Pods []corev1.Pod
+
+	// NotReadyNodes are the nodes, among those of the baking version's
+	// unready pods, whose Ready condition is not True (a lost node, an
+	// unreachable one): the bake waits them out instead of failing.
+	NotReadyNodes []string
 
 	// Now is the time of the pass; the core never reads a clock.
 	Now metav1.Time
@@ -106,7 +112,8 @@ const MaxFailureDetail = 512
 type Plan struct {
 	// Status is the complete new status. The reconciler writes it once, at
 	// the end of the pass, in one request guarded by the resourceVersion it
-	// read.
+	// read (after the write-ahead record of ClaimTargets, when there is
+	// one).
 	Status v1alpha1.OpenMedModelStatus
 
 	// EnsureConfigMaps are immutable manifest ConfigMaps that must exist
@@ -140,10 +147,19 @@ type Plan struct {
 	// deletion: see Release.
 	Release *Release
 
-	// ReleasePrevious, when set, gives the pointer on Observed.PreviousTarget
-	// back: after spec.targetRef moved to another Deployment, and at
-	// deletion. It is applied like Release, before pruning.
-	ReleasePrevious *Release
+	// ReleasePrevious give the pointer on Observed.PreviousTargets back,
+	// one Release per Deployment: after spec.targetRef moved to another
+	// Deployment, and at deletion. They are applied like Release, before
+	// pruning.
+	ReleasePrevious []*Release
+
+	// ClaimTargets are the Deployments this plan writes to that the status
+	// the pass read does not list in claimedTargets yet. The reconciler
+	// records them (status.claimedTargets, guarded by the resourceVersion
+	// it read) before any write of the plan, so a later pass knows every
+	// Deployment the operator may have written even when this pass's
+	// status write is lost; Status lists them too.
+	ClaimTargets []string
 
 	// PruneConfigMaps are names of owned manifest ConfigMaps no longer
 	// needed (neither active nor retained).
@@ -183,7 +199,7 @@ type Plan struct {
 // besides the status.
 func (p *Plan) HasChanges() bool {
 	return len(p.EnsureConfigMaps) > 0 || p.ReleaseReplicas || p.Takeover != nil || p.ApplyDeployment != nil ||
-		p.Release != nil || p.ReleasePrevious != nil || len(p.PruneConfigMaps) > 0
+		p.Release != nil || len(p.ReleasePrevious) > 0 || len(p.PruneConfigMaps) > 0
 }
 
 // Release describes how to give a Deployment back without resetting

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -100,9 +101,9 @@ type decider struct {
 	history []v1alpha1.HistoryEntry
 	limit   int
 
-	// releasing is the previous target whose release this pass plans; the
-	// status names it until a later pass finds nothing left to release.
-	releasing string
+	// claimsListed: st.ClaimedTargets holds ClaimedTargets(old), so names
+	// can be added and removed (claim, unclaim).
+	claimsListed bool
 
 	plan Plan
 }
@@ -142,8 +143,8 @@ func (d *decider) requeueWithin(after time.Duration) {
 // hash, B16). Then the Reconciling or Stalled message is written with the
 // pass's coordinates (summarize).
 func (d *decider) finish() {
-	if d.releasing != "" {
-		d.st.TargetName = d.releasing
+	if d.obj.DeletionTimestamp == nil && (d.plan.ApplyDeployment != nil || d.plan.Takeover != nil || d.plan.ReleaseReplicas) {
+		d.claim(d.obs.Deployment.Name)
 	}
 	if d.st.ObservedGeneration == d.gen && d.gen > 0 {
 		for i := range d.st.Conditions {
@@ -240,18 +241,69 @@ func (d *decider) resolveTarget() bool {
 			v1alpha1.TargetConflictReason, EventMsgTargetConflict)
 		return false
 	}
-	if prev := d.obs.PreviousTarget; prev != nil && prev.Name != dep.Name {
-		if d.releaseLeft(prev) {
-			// The status keeps naming the previous target until a pass
-			// sees it released: an interrupted release is found again from
-			// there, even after a restart (finish).
-			d.plan.ReleasePrevious = d.release(prev)
-			d.releasing = prev.Name
-		} else {
-			d.st.TargetName = dep.Name
+	d.releasePrevious(dep.Name)
+	return true
+}
+
+// releasePrevious plans the release of every Deployment other than the
+// desired target that the status records as possibly written and that
+// still carries anything of the operator's (releaseLeft). A recorded one
+// that carries nothing (or no longer exists) leaves the record: the status
+// keeps naming a Deployment until a pass sees it released, so an
+// interrupted release is found again from there, even after a restart.
+func (d *decider) releasePrevious(desired string) {
+	_, previous := TargetNames(d.obj)
+	for _, name := range previous {
+		if prev := d.previousTarget(name); prev != nil && d.releaseLeft(prev) {
+			d.plan.ReleasePrevious = append(d.plan.ReleasePrevious, d.release(prev))
+			continue
+		}
+		d.unclaim(name, desired)
+	}
+}
+
+// previousTarget is the observed Deployment name of PreviousTargets, or nil.
+func (d *decider) previousTarget(name string) *appsv1.Deployment {
+	for _, dep := range d.obs.PreviousTargets {
+		if dep != nil && dep.Name == name {
+			return dep
 		}
 	}
-	return true
+	return nil
+}
+
+// claim lists name in status.claimedTargets; a name the status the pass
+// read does not list is written ahead of the plan's writes
+// (Plan.ClaimTargets).
+func (d *decider) claim(name string) {
+	d.listClaims()
+	if !slices.Contains(ClaimedTargets(d.old), name) && !slices.Contains(d.plan.ClaimTargets, name) {
+		d.plan.ClaimTargets = append(d.plan.ClaimTargets, name)
+	}
+	if !slices.Contains(d.st.ClaimedTargets, name) {
+		d.st.ClaimedTargets = append(d.st.ClaimedTargets, name)
+		slices.Sort(d.st.ClaimedTargets)
+	}
+}
+
+// unclaim drops a released Deployment from the record; a status.targetName
+// that still names it moves to the desired target.
+func (d *decider) unclaim(name, desired string) {
+	d.listClaims()
+	d.st.ClaimedTargets = slices.DeleteFunc(d.st.ClaimedTargets, func(n string) bool { return n == name })
+	if d.st.TargetName == name {
+		d.st.TargetName = desired
+	}
+}
+
+// listClaims makes st.ClaimedTargets the full record before it changes: a
+// status written before claimedTargets existed names its one target in
+// targetName only. A pass that changes no claim leaves the list as it was.
+func (d *decider) listClaims() {
+	if !d.claimsListed {
+		d.st.ClaimedTargets = ClaimedTargets(d.old)
+		d.claimsListed = true
+	}
 }
 
 // blocked reports a blocker. It changes no rollout bookkeeping, so the pass
@@ -869,8 +921,12 @@ func (d *decider) finalize() {
 		return nil
 	}
 	d.plan.Release = consider(d.obs.Deployment)
-	if prev := d.obs.PreviousTarget; prev != nil && (d.obs.Deployment == nil || prev.Name != d.obs.Deployment.Name) {
-		d.plan.ReleasePrevious = consider(prev)
+	for _, prev := range d.obs.PreviousTargets {
+		if prev != nil && (d.obs.Deployment == nil || prev.Name != d.obs.Deployment.Name) {
+			if rel := consider(prev); rel != nil {
+				d.plan.ReleasePrevious = append(d.plan.ReleasePrevious, rel)
+			}
+		}
 	}
 	for i := range d.obs.ConfigMaps {
 		if cm := &d.obs.ConfigMaps[i]; ownedBy(cm, d.obj) {
@@ -888,8 +944,8 @@ func (d *decider) finalize() {
 }
 
 // releaseLeft reports whether dep still needs a release by this resource:
-// it carries this resource's pointer or owner annotation (ours), or it is
-// the Deployment the status says the resource last wrote and, with no other
+// it carries this resource's pointer or owner annotation (ours), or the
+// status records it as possibly written (ClaimedTargets) and, with no other
 // owner named, any managedFields entry of the operator's field manager is
 // still on it: the trace of a release interrupted halfway, work left
 // whatever the annotations say. (A release keeps the owner annotation until
@@ -901,7 +957,7 @@ func (d *decider) releaseLeft(dep *appsv1.Deployment) bool {
 	if foreign(dep, d.owner) {
 		return false
 	}
-	return d.ours(dep) || (d.old.TargetName == dep.Name && carriesEntry(dep, d.opts.FieldManager))
+	return d.ours(dep) || (slices.Contains(ClaimedTargets(d.old), dep.Name) && carriesEntry(dep, d.opts.FieldManager))
 }
 
 // ours reports whether dep carries this resource's pointer: an owner

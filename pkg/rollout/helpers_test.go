@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -108,8 +109,8 @@ func deepCopyObserved(o Observed) Observed {
 	if o.Deployment != nil {
 		out.Deployment = o.Deployment.DeepCopy()
 	}
-	if o.PreviousTarget != nil {
-		out.PreviousTarget = o.PreviousTarget.DeepCopy()
+	for _, d := range o.PreviousTargets {
+		out.PreviousTargets = append(out.PreviousTargets, d.DeepCopy())
 	}
 	for i := range o.ConfigMaps {
 		out.ConfigMaps = append(out.ConfigMaps, *o.ConfigMaps[i].DeepCopy())
@@ -268,8 +269,10 @@ func (c *cluster) observed() Observed {
 	if desired != "openmed-service" {
 		obs.Deployment = c.deployment(desired)
 	}
-	if previous != "" {
-		obs.PreviousTarget = c.deployment(previous)
+	for _, name := range previous {
+		if d := c.deployment(name); d != nil {
+			obs.PreviousTargets = append(obs.PreviousTargets, d)
+		}
 	}
 	var pods corev1.PodList
 	if err := env.Client.List(context.Background(), &pods, client.InNamespace(c.ns), client.MatchingLabels{v1alpha1.BakeLabel: "true"}); err != nil {
@@ -337,6 +340,19 @@ func (c *cluster) passWith(writeStatus bool) (Plan, error) {
 	}
 	obs := c.observed()
 	plan := decide(c.t, c.obj, obs)
+	if len(plan.ClaimTargets) > 0 {
+		// The reconciler's write-ahead record: durable before any write of
+		// the plan, whatever happens to the pass's own status write.
+		st := *c.obj.Status.DeepCopy()
+		st.ClaimedTargets = ClaimedTargets(&st)
+		for _, name := range plan.ClaimTargets {
+			if !contains(st.ClaimedTargets, name) {
+				st.ClaimedTargets = append(st.ClaimedTargets, name)
+			}
+		}
+		sort.Strings(st.ClaimedTargets)
+		c.writeStatus(st)
+	}
 	if err := c.execute(obs, plan); err != nil {
 		return plan, err
 	}
@@ -381,7 +397,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 		}
 		precondition = ""
 	}
-	for _, rel := range []*Release{plan.ReleasePrevious, plan.Release} {
+	for _, rel := range append(slices.Clone(plan.ReleasePrevious), plan.Release) {
 		if rel != nil {
 			if _, err := target.Release(ctx, cl, rel.Keep, DefaultFieldManager, rel.ResourceVersion, v1alpha1.ModelResourceAnnotation); err != nil {
 				return err

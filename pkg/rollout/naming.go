@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"k8s.io/utils/ptr"
 	"regexp"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -122,15 +123,32 @@ func TargetName(obj *v1alpha1.OpenMedModel) string {
 }
 
 // TargetNames returns the Deployments a reconciler must read for obj: the
-// desired target (Observed.Deployment) and, when status.targetName names
-// another Deployment the resource pointed at before a retarget, that one
-// (Observed.PreviousTarget); previous is empty otherwise.
-func TargetNames(obj *v1alpha1.OpenMedModel) (desired, previous string) {
+// desired target (Observed.Deployment) and every other Deployment the
+// resource may have written and not yet seen released (ClaimedTargets),
+// sorted (Observed.PreviousTargets); previous is empty otherwise.
+func TargetNames(obj *v1alpha1.OpenMedModel) (desired string, previous []string) {
 	desired = TargetName(obj)
-	if obj.Status.TargetName != "" && obj.Status.TargetName != desired {
-		previous = obj.Status.TargetName
+	for _, name := range ClaimedTargets(&obj.Status) {
+		if name != desired {
+			previous = append(previous, name)
+		}
 	}
 	return desired, previous
+}
+
+// ClaimedTargets are the Deployments st records as possibly written by the
+// operator: status.claimedTargets and status.targetName (a status written
+// before claimedTargets existed names its one target there), sorted,
+// without repeats.
+func ClaimedTargets(st *v1alpha1.OpenMedModelStatus) []string {
+	out := make([]string, 0, len(st.ClaimedTargets)+1)
+	for _, name := range append(slices.Clone(st.ClaimedTargets), st.TargetName) {
+		if name != "" && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // OwnerKey is the "<namespace>/<name>" value of the openmed.ai/model-resource

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -176,12 +177,18 @@ func TestOwnerKeyAndTargetNames(t *testing.T) {
 	}
 	obj.Spec.TargetRef = &v1alpha1.TargetReference{Name: "serving"}
 	obj.Status.TargetName = "old"
-	if desired, previous := TargetNames(obj); desired != "serving" || previous != "old" {
-		t.Errorf("TargetNames = %s, %s; want serving, old", desired, previous)
+	if desired, previous := TargetNames(obj); desired != "serving" || !slices.Equal(previous, []string{"old"}) {
+		t.Errorf("TargetNames = %s, %v; want serving, [old]", desired, previous)
 	}
 	obj.Status.TargetName = "serving"
-	if _, previous := TargetNames(obj); previous != "" {
-		t.Errorf("previous = %s, want none", previous)
+	if _, previous := TargetNames(obj); len(previous) != 0 {
+		t.Errorf("previous = %v, want none", previous)
+	}
+	// Every recorded claim but the desired target, sorted, once each.
+	obj.Status.ClaimedTargets = []string{"c", "serving", "b"}
+	obj.Status.TargetName = "b"
+	if _, previous := TargetNames(obj); !slices.Equal(previous, []string{"b", "c"}) {
+		t.Errorf("previous = %v, want [b c]", previous)
 	}
 }
 

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,24 +196,28 @@ func TestB13RetargetReleasesOldTarget(t *testing.T) {
 		m.Spec.TargetRef.Name = "openmed-service-b"
 		m.Spec.Version = v2
 	})
-	if desired, previous := TargetNames(c.obj); desired != "openmed-service-b" || previous != "openmed-service" {
-		t.Fatalf("TargetNames = %s, %s", desired, previous)
+	if desired, previous := TargetNames(c.obj); desired != "openmed-service-b" || !slices.Equal(previous, []string{"openmed-service"}) {
+		t.Fatalf("TargetNames = %s, %v", desired, previous)
 	}
 	p := c.pass()
-	if p.ReleasePrevious == nil || p.ReleasePrevious.DeploymentName != "openmed-service" || p.ApplyDeployment.GetName() != "openmed-service-b" {
+	if len(p.ReleasePrevious) != 1 || p.ReleasePrevious[0].DeploymentName != "openmed-service" || p.ApplyDeployment.GetName() != "openmed-service-b" {
 		t.Fatalf("retarget plan: %+v", p)
+	}
+	if !slices.Equal(p.ClaimTargets, []string{"openmed-service-b"}) {
+		t.Fatalf("the new target is not recorded ahead of the write: %v", p.ClaimTargets)
 	}
 	old := c.dep()
 	if old.Annotations[v1alpha1.ModelResourceAnnotation] != "" || pointedConfigMap(old, "openmed-service") != "" {
 		t.Fatal("old target still points at the manifest")
 	}
-	// The status names the old target until a pass finds nothing of the
+	// The status lists the old target until a pass finds nothing of the
 	// operator left on it: an interrupted release is found again from there.
-	if c.obj.Status.TargetName != "openmed-service" {
-		t.Fatalf("targetName %s in the pass that released it", c.obj.Status.TargetName)
+	if !slices.Equal(c.obj.Status.ClaimedTargets, []string{"openmed-service", "openmed-service-b"}) {
+		t.Fatalf("claimedTargets %v in the pass that released the old target", c.obj.Status.ClaimedTargets)
 	}
-	if p := c.pass(); p.ReleasePrevious != nil || c.obj.Status.TargetName != "openmed-service-b" {
-		t.Fatalf("after the release: release %v, targetName %s", p.ReleasePrevious != nil, c.obj.Status.TargetName)
+	if p := c.pass(); len(p.ReleasePrevious) != 0 || c.obj.Status.TargetName != "openmed-service-b" ||
+		!slices.Equal(c.obj.Status.ClaimedTargets, []string{"openmed-service-b"}) {
+		t.Fatalf("after the release: release %v, targetName %s, claimed %v", p.ReleasePrevious, c.obj.Status.TargetName, c.obj.Status.ClaimedTargets)
 	}
 	// v2 fails on the new target: the rollback restores v1 there.
 	c.setStatusOf("openmed-service-b", func(d *appsv1.Deployment) { c.failedStatusOf(d) })

@@ -238,16 +238,17 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 			return preview.Result{}, fmt.Errorf("decode Deployment %s/%s: %w", obj.Namespace, desired, err)
 		}
 	}
-	if previous != "" {
-		prev, err := src.deployment(ctx, obj.Namespace, previous)
+	for _, name := range previous {
+		prev, err := src.deployment(ctx, obj.Namespace, name)
 		if err != nil {
 			return preview.Result{}, err
 		}
 		if prev != nil {
-			observed.PreviousTarget = &appsv1.Deployment{}
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(prev.Object, observed.PreviousTarget); err != nil {
-				return preview.Result{}, err
+			dep := &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(prev.Object, dep); err != nil {
+				return preview.Result{}, fmt.Errorf("decode Deployment %s/%s: %w", obj.Namespace, name, err)
 			}
+			observed.PreviousTargets = append(observed.PreviousTargets, dep)
 		}
 	}
 	if live != nil {
@@ -502,8 +503,8 @@ func printPlan(w io.Writer, res *preview.Result) {
 		}
 		fmt.Fprintf(w, "  drift:       %s %s%s\n", d.Field, how, changedBy(d.Managers))
 	}
-	if res.Release != "" {
-		fmt.Fprintf(w, "  release:     Deployment %s\n", res.Release)
+	for _, name := range res.Release {
+		fmt.Fprintf(w, "  release:     Deployment %s\n", name)
 	}
 	if res.ReleaseReplicas {
 		fmt.Fprintf(w, "  release:     spec.replicas of Deployment %s: the operator stops owning it and leaves its live value\n", res.Target)

@@ -377,15 +377,25 @@ type OpenMedModelStatus struct {
 	// +optional
 	ManifestConfigMapName string `json:"manifestConfigMapName,omitempty"`
 
-	// TargetName is the Deployment this resource last pointed at its manifest.
-	// When spec.targetRef moves to another Deployment, the operator releases
-	// this one and records the new target here once a pass finds nothing of
-	// the operator left on it (no pointer, no managedFields entry), so a
-	// release interrupted halfway is finished from here, even after a
-	// restart.
+	// TargetName is the Deployment this resource last pointed at its
+	// manifest. The Deployments still to be released after a retarget are
+	// in ClaimedTargets.
 	//
 	// +optional
 	TargetName string `json:"targetName,omitempty"`
+
+	// ClaimedTargets are the Deployments the operator may have written for
+	// this resource and has not yet seen released: a name is recorded
+	// before the first write to that Deployment (a status patch of its own
+	// when the name is new) and leaves the list once a pass finds nothing
+	// of the operator's on it. Every Deployment listed is released on a
+	// retarget and at deletion, whatever happened between the passes (a
+	// status write lost to a conflict, a crash); the finalizer goes only
+	// once none of them carries anything of the operator's.
+	//
+	// +optional
+	// +listType=set
+	ClaimedTargets []string `json:"claimedTargets,omitempty"`
 
 	// TargetDeploymentGeneration is the target Deployment's generation after
 	// the operator last changed its pod template (started a rollout); only a

@@ -208,6 +208,11 @@ func (in *OpenMedModelSpec) DeepCopy() *OpenMedModelSpec {
 func (in *OpenMedModelStatus) DeepCopyInto(out *OpenMedModelStatus) {
 	*out = *in
 	out.ReconcileRequestStatus = in.ReconcileRequestStatus
+	if in.ClaimedTargets != nil {
+		in, out := &in.ClaimedTargets, &out.ClaimedTargets
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastSuccessfulSpec != nil {
 		in, out := &in.LastSuccessfulSpec, &out.LastSuccessfulSpec
 		*out = new(NormalizedSpec)
