@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -30,10 +32,12 @@ import (
 // source that wakes the model of a pod when that changes.
 
 // bakePod is a pod as the operator's pod store keeps it: its identity, the
-// operator's owner and manifest-hash annotations, its creation and deletion
-// times, its Ready condition and the terminations of its containers. That
-// is everything the bake judges (see rollout.Observed.Pods); pod returns it
-// as a corev1.Pod.
+// operator's owner and manifest-hash annotations, its controller (a
+// ReplicaSet) and pod-template-hash label, its node, creation and deletion
+// times, whether it failed (an eviction) or is a disruption target, its
+// Ready condition and, for its containers, their start and terminations.
+// That is everything the bake judges (see rollout.BakeVersion.Judge); pod
+// returns it as a corev1.Pod.
 type bakePod struct {
 	// ObjectMeta holds the namespace, name, resourceVersion and the
 	// creation and deletion times only.
@@ -43,12 +47,20 @@ type bakePod struct {
 	// manifestHash the openmed.ai/model-manifest-hash annotation.
 	owner, manifestHash string
 
+	// replicaSet is the name of the pod's controller when it is a
+	// ReplicaSet, templateHash its pod-template-hash label, node its node.
+	replicaSet, templateHash, node string
+
+	// failed: phase Failed (the kubelet evicted or stopped the pod);
+	// disrupted: a DisruptionTarget condition is True.
+	failed, disrupted bool
+
 	// ready is the pod's Ready condition, when it has one.
 	ready *bakeCondition
 
-	// terminated are the containers that show a termination, in the pod's
-	// order; the others are not kept.
-	terminated []bakeContainer
+	// containers are the containers that started running or show a
+	// termination, in the pod's order; the others are not kept.
+	containers []bakeContainer
 }
 
 // bakeCondition is the pod's Ready condition: its status and when it last
@@ -58,14 +70,19 @@ type bakeCondition struct {
 	lastTransitionTime metav1.Time
 }
 
-// bakeContainer is a container that terminated: the reasons of its last
-// termination and of its current state, when they are terminations.
+// bakeContainer is a container that started or terminated: when it started
+// running, and the reasons and ends of its last termination and of its
+// current state, when they are terminations.
 type bakeContainer struct {
 	name           string
+	started        bool
+	runningSince   metav1.Time
 	lastTerminated bool
 	lastReason     string
+	lastFinished   metav1.Time
 	terminated     bool
 	reason         string
+	finished       metav1.Time
 }
 
 // compactPod is the pod store's transform: a *corev1.Pod becomes a
@@ -82,25 +99,36 @@ func compactPod(obj any) (any, error) {
 	}
 	out.Namespace, out.Name, out.ResourceVersion = intern(p.Namespace), p.Name, p.ResourceVersion
 	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "ReplicaSet" {
+		out.replicaSet = intern(ref.Name)
+	}
+	out.templateHash, out.node = intern(p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]), intern(p.Spec.NodeName)
+	out.failed = p.Status.Phase == corev1.PodFailed
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
+		switch {
+		case c.Type == corev1.PodReady:
 			out.ready = &bakeCondition{status: c.Status, lastTransitionTime: c.LastTransitionTime}
-			break
+		case c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue:
+			out.disrupted = true
 		}
 	}
 	for _, c := range p.Status.ContainerStatuses {
-		last, state := c.LastTerminationState.Terminated, c.State.Terminated
-		if last == nil && state == nil {
+		last, state, running := c.LastTerminationState.Terminated, c.State.Terminated, c.State.Running
+		started := running != nil && c.Started != nil && *c.Started
+		if last == nil && state == nil && !started {
 			continue
 		}
-		bc := bakeContainer{name: intern(c.Name)}
+		bc := bakeContainer{name: intern(c.Name), started: started}
+		if started {
+			bc.runningSince = running.StartedAt
+		}
 		if last != nil {
-			bc.lastTerminated, bc.lastReason = true, intern(last.Reason)
+			bc.lastTerminated, bc.lastReason, bc.lastFinished = true, intern(last.Reason), last.FinishedAt
 		}
 		if state != nil {
-			bc.terminated, bc.reason = true, intern(state.Reason)
+			bc.terminated, bc.reason, bc.finished = true, intern(state.Reason), state.FinishedAt
 		}
-		out.terminated = append(out.terminated, bc)
+		out.containers = append(out.containers, bc)
 	}
 	return out, nil
 }
@@ -118,16 +146,33 @@ func (b *bakePod) pod() corev1.Pod {
 	if b.manifestHash != "" {
 		p.Annotations[v1alpha1.ManifestHashAnnotation] = b.manifestHash
 	}
+	if b.replicaSet != "" {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: b.replicaSet, Controller: ptr.To(true)}}
+	}
+	if b.templateHash != "" {
+		p.Labels = map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: b.templateHash}
+	}
+	p.Spec.NodeName = b.node
+	if b.failed {
+		p.Status.Phase = corev1.PodFailed
+	}
 	if b.ready != nil {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: b.ready.status, LastTransitionTime: b.ready.lastTransitionTime}}
 	}
-	for _, c := range b.terminated {
+	if b.disrupted {
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
+	}
+	for _, c := range b.containers {
 		cs := corev1.ContainerStatus{Name: c.name}
+		if c.started {
+			cs.Started = ptr.To(true)
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: c.runningSince}
+		}
 		if c.lastTerminated {
-			cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: c.lastReason}
+			cs.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{Reason: c.lastReason, FinishedAt: c.lastFinished}
 		}
 		if c.terminated {
-			cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: c.reason}
+			cs.State.Terminated = &corev1.ContainerStateTerminated{Reason: c.reason, FinishedAt: c.finished}
 		}
 		p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, cs)
 	}
@@ -138,16 +183,20 @@ func (b *bakePod) pod() corev1.Pod {
 // that changes nothing the bake reads (a new IP, a phase, a restart count
 // of a container whose termination is already kept) wakes no model.
 func (b *bakePod) same(o *bakePod) bool {
-	if b.owner != o.owner || b.manifestHash != o.manifestHash ||
+	if b.owner != o.owner || b.manifestHash != o.manifestHash || b.replicaSet != o.replicaSet || b.templateHash != o.templateHash ||
+		b.node != o.node || b.failed != o.failed || b.disrupted != o.disrupted ||
 		!b.CreationTimestamp.Equal(&o.CreationTimestamp) || !b.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
-		(b.ready == nil) != (o.ready == nil) || len(b.terminated) != len(o.terminated) {
+		(b.ready == nil) != (o.ready == nil) || len(b.containers) != len(o.containers) {
 		return false
 	}
 	if b.ready != nil && (b.ready.status != o.ready.status || !b.ready.lastTransitionTime.Equal(&o.ready.lastTransitionTime)) {
 		return false
 	}
-	for i := range b.terminated {
-		if b.terminated[i] != o.terminated[i] {
+	for i := range b.containers {
+		x, y := b.containers[i], o.containers[i]
+		if x.name != y.name || x.started != y.started || !x.runningSince.Equal(&y.runningSince) ||
+			x.lastTerminated != y.lastTerminated || x.lastReason != y.lastReason || !x.lastFinished.Equal(&y.lastFinished) ||
+			x.terminated != y.terminated || x.reason != y.reason || !x.finished.Equal(&y.finished) {
 			return false
 		}
 	}

@@ -12,12 +12,20 @@ import (
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
+// fixtureVersion is the baking version of testdata/pods.
+var fixtureVersion = rollout.BakeVersion{Target: "openmed-service", Container: "openmed-service", ManifestHash: "sha256-v2",
+	NotReadyNodes: []string{"kwok-node-lost"}}
+
+// fixtureBakeStart is when the bake of testdata/pods began.
+var fixtureBakeStart = time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
+
 // TestCompactPodBakesTheSame: the pod store keeps a pod compacted
 // (compactPod); for every pod in testdata/pods — kubelet-shaped statuses
 // of a serving pod, a restart, an OOM kill, an unready pod, a scale-up
-// warming, a draining pod, the previous version's crash — alone and all
-// together, at every moment of a bake, the bake's verdict on the copy the
-// store gives back is the verdict on the full pod.
+// warming, a draining pod, the previous version's crash, a lost node, a
+// kubelet eviction, a node shutdown, sidecars, the previous target's pods
+// — alone and all together, at every moment of a bake, the bake's verdict
+// on the copy the store gives back is the verdict on the full pod.
 func TestCompactPodBakesTheSame(t *testing.T) {
 	pods := readPods(t)
 	compact := func(p corev1.Pod) corev1.Pod {
@@ -27,34 +35,88 @@ func TestCompactPodBakesTheSame(t *testing.T) {
 		}
 		return out.(*bakePod).pod()
 	}
-	const hash = "sha256-v2"
-	start := time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
 	seen := map[string]bool{}
+	nodeNotReady := false
 	for _, now := range []time.Duration{time.Second, 15 * time.Second, 25 * time.Second, 35 * time.Second, 2 * time.Minute} {
-		at := start.Add(now)
+		at := fixtureBakeStart.Add(now)
 		var all []corev1.Pod
 		for _, p := range pods {
 			c := compact(p)
 			all = append(all, c)
-			wantReason, wantRecheck := rollout.BakeFailure([]corev1.Pod{p}, hash, start, at)
-			gotReason, gotRecheck := rollout.BakeFailure([]corev1.Pod{c}, hash, start, at)
-			if wantReason != gotReason || wantRecheck != gotRecheck {
-				t.Errorf("%s at +%s: the full pod gives %q (recheck %s), the compact copy %q (%s)", p.Name, now, wantReason, wantRecheck, gotReason, gotRecheck)
+			want := fixtureVersion.Judge([]corev1.Pod{p}, fixtureBakeStart, at)
+			if got := fixtureVersion.Judge([]corev1.Pod{c}, fixtureBakeStart, at); got != want {
+				t.Errorf("%s at +%s: the full pod gives %+v, the compact copy %+v", p.Name, now, want, got)
 			}
-			seen[wantReason] = true
+			seen[want.Failure] = true
+			nodeNotReady = nodeNotReady || want.NodeNotReady
 			if c.Name != p.Name || c.Namespace != p.Namespace || !reflect.DeepEqual(c.DeletionTimestamp, p.DeletionTimestamp) {
 				t.Errorf("%s: the compact copy is %s/%s, deleting %v", p.Name, c.Namespace, c.Name, c.DeletionTimestamp)
 			}
 		}
-		wantReason, wantRecheck := rollout.BakeFailure(pods, hash, start, at)
-		if gotReason, gotRecheck := rollout.BakeFailure(all, hash, start, at); wantReason != gotReason || wantRecheck != gotRecheck {
-			t.Errorf("all pods at +%s: full %q (%s), compact %q (%s)", now, wantReason, wantRecheck, gotReason, gotRecheck)
+		want := fixtureVersion.Judge(pods, fixtureBakeStart, at)
+		if got := fixtureVersion.Judge(all, fixtureBakeStart, at); got != want {
+			t.Errorf("all pods at +%s: full %+v, compact %+v", now, want, got)
 		}
 	}
 	// The table covers every verdict, or it proves less than it says.
 	for _, r := range append([]string{""}, rollout.BakeFailures...) {
 		if !seen[r] {
 			t.Errorf("no pod in testdata/pods gives the verdict %q", r)
+		}
+	}
+	if !nodeNotReady {
+		t.Error("no pod in testdata/pods is on a node that is not Ready")
+	}
+}
+
+// TestBakeJudgesRealPodLifecycles: what each pod of testdata/pods alone
+// says of the bake, 35 s after it began (past every grace): the cluster's
+// failures (a lost node, a kubelet eviction, a node shutdown) and other
+// containers never fail the version; the model container's own restart
+// after the bake began does; a restart before it (a reset bake) does not;
+// pods of another ReplicaSet (the previous version, the previous target)
+// are never read.
+func TestBakeJudgesRealPodLifecycles(t *testing.T) {
+	want := map[string]rollout.BakeVerdict{
+		"a-serving":                      {},
+		"b-restarted":                    {Failure: rollout.BakeContainerRestarted},
+		"c-oom-killed-now":               {Failure: rollout.BakeOOMKilled},
+		"d-unready":                      {Failure: rollout.BakePodUnready},
+		"e-scaled-up-warming":            {},
+		"f-draining":                     {},
+		"g-previous-version-crashed":     {},
+		"h-no-ready-condition-yet":       {},
+		"i-node-lost":                    {NodeNotReady: true},
+		"j-evicted-by-the-kubelet":       {},
+		"k-node-shutdown":                {},
+		"l-sidecar-restarted":            {},
+		"m-previous-target-crashed":      {},
+		"n-restarted-before-the-bake":    {},
+		"o-scaled-up-ready-then-unready": {Failure: rollout.BakePodUnready},
+	}
+	at := fixtureBakeStart.Add(35 * time.Second)
+	pods := readPods(t)
+	if len(pods) != len(want) {
+		t.Fatalf("%d pods in testdata/pods, %d verdicts here", len(pods), len(want))
+	}
+	for _, p := range pods {
+		w, ok := want[p.Name]
+		if !ok {
+			t.Errorf("no verdict for %s", p.Name)
+			continue
+		}
+		if got := fixtureVersion.Judge([]corev1.Pod{p}, fixtureBakeStart, at); got != w {
+			t.Errorf("%s: %+v, want %+v", p.Name, got, w)
+		}
+	}
+	// The lost node's pod is judged like any other once the node is back.
+	healed := fixtureVersion
+	healed.NotReadyNodes = nil
+	for _, p := range pods {
+		if p.Name == "i-node-lost" {
+			if got := healed.Judge([]corev1.Pod{p}, fixtureBakeStart, at); got.Failure != rollout.BakePodUnready {
+				t.Errorf("i-node-lost on a Ready node: %+v, want %s", got, rollout.BakePodUnready)
+			}
 		}
 	}
 }

@@ -2,8 +2,10 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,19 +17,30 @@ import (
 // before it is Ready and retained. The Kubernetes API already says when the
 // containers of a new version restart; no metrics stack is needed.
 //
-// What fails a bake, for a pod of the baking version (its pod template
-// carries the version's manifest hash) that is not being deleted:
-//   - a container that terminated (a restart, an OOM kill), also before the
-//     bake began: the pods of the version exist since its rollout, so a
-//     crash while the rollout went on is a crash of the version;
-//   - a pod that was running when the bake began, turned unready during it
-//     and stayed unready for BakeUnreadyGrace;
+// What the bake judges: the pods of the target Deployment's ReplicaSets
+// (by their controller owner reference, not by annotation alone: a previous
+// target's pods carry the same manifest hash) whose pod template carries
+// the version's manifest hash, and of each the model's own container
+// (targetRef.containerName). Other containers (a log shipper, a mesh
+// proxy) and native sidecars (initContainerStatuses) are not the version's:
+// the version changes only the model container's preload pointer. What
+// fails a bake, for such a pod that is not being deleted:
+//   - the model container terminated (a restart, an OOM kill) after the
+//     bake, or the retry that bakes again, began;
+//   - the pod turned unready during the bake on a node that is Ready and
+//     stayed unready for BakeUnreadyGrace (a pod that was unready when the
+//     bake began counts from then);
 //   - the Deployment reporting its progress deadline passed or a
 //     ReplicaFailure (the same failure as during the rollout).
 //
-// What does not: pods created after the bake began being unready while they
-// start (a scale-up), pods of another pod template, pods being deleted (an
-// eviction, a drain, a scale-down) and pods that are gone.
+// What does not: the cluster's failures, never the version's — a pod whose
+// node is not Ready (lost, unreachable: the node lifecycle controller
+// marks its pods unready long before it evicts them), a pod the kubelet
+// evicted or stopped for a node shutdown (phase Failed), a pod with a
+// DisruptionTarget condition (an eviction, a preemption, a taint
+// eviction); pods created after the bake began being unready while they
+// start (a scale-up); pods of another pod template or Deployment; pods
+// being deleted (a drain, a scale-down) and pods that are gone.
 
 // BakeUnreadyGrace is how long a pod of the baking version may stay unready
 // before the bake fails: a readiness probe that fails once is no failure.
@@ -79,13 +92,16 @@ func (d *decider) bake(complete bool) {
 		d.st.AppliedSpecHash = d.hash
 	}
 	start := d.st.BakeStartedAt.Time
-	reason, recheck := BakeFailure(d.obs.Pods, d.st.ManifestHash, start, d.now.Time)
-	if reason != "" {
-		d.bakeFailed(reason)
+	if r := d.st.RetryStartedAt; r != nil && r.After(start) {
+		start = r.Time
+	}
+	verdict := d.bakeVersion().Judge(d.obs.Pods, start, d.now.Time)
+	if verdict.Failure != "" {
+		d.bakeFailed(verdict.Failure)
 		return
 	}
-	end := start.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second)
-	if !d.now.Before(&metav1.Time{Time: end}) && complete {
+	end := d.st.BakeStartedAt.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second)
+	if !d.now.Before(&metav1.Time{Time: end}) && complete && !verdict.NodeNotReady {
 		d.ready(true)
 		return
 	}
@@ -93,7 +109,12 @@ func (d *decider) bake(complete bool) {
 		d.event(corev1.EventTypeNormal, v1alpha1.BakingReason, EventMsgBaking)
 	}
 	d.st.Phase = v1alpha1.PhaseRollingOut
-	d.conditions(bakingTuple, reconciling)
+	if verdict.NodeNotReady {
+		d.conditions(bakingNodeNotReadyTuple, reconciling)
+	} else {
+		d.conditions(bakingTuple, reconciling)
+	}
+	recheck := verdict.Recheck
 	// No polling: the end of the bake, or the end of a pod's grace; every
 	// pod change wakes the resource through its watch.
 	if wait := end.Sub(d.now.Time); wait > 0 {
@@ -106,6 +127,12 @@ func (d *decider) bake(complete bool) {
 	}
 }
 
+// bakeVersion is the desired version as the bake judges its pods.
+func (d *decider) bakeVersion() BakeVersion {
+	return BakeVersion{Target: d.desired.TargetRef.Name, Container: d.desired.TargetRef.ContainerName,
+		ManifestHash: d.st.ManifestHash, NotReadyNodes: d.obs.NotReadyNodes}
+}
+
 // bakeFailed is a failed bake: a failed rollout, rolled back to the newest
 // retained version (which the baking version is not yet), with the reason
 // in the event, the Degraded condition and the plan.
@@ -114,44 +141,141 @@ func (d *decider) bakeFailed(reason string) {
 	d.rolloutFailedWith(fmt.Sprintf(EventMsgBakeFailed, reason), v1alpha1.BakeFailedReason, MsgBakeFailed)
 }
 
-// BakeFailure returns what fails the bake of the pods with manifestHash
-// that began at start, or "", and how long until a pod's unready grace ends
-// (0: none pending).
-func BakeFailure(pods []corev1.Pod, manifestHash string, start, now time.Time) (reason string, recheck time.Duration) {
+// BakeVersion is the version a bake judges: the target Deployment, the
+// model's container in it and the version's manifest hash.
+type BakeVersion struct {
+	// Target is the target Deployment's name: only pods a ReplicaSet of it
+	// controls count.
+	Target string
+	// Container is the model's container (targetRef.containerName).
+	Container string
+	// ManifestHash is the baking version's manifest hash (the pod
+	// template's openmed.ai/model-manifest-hash annotation).
+	ManifestHash string
+	// NotReadyNodes are the nodes the reconciler found not Ready (or
+	// unreachable) among those of the version's unready pods.
+	NotReadyNodes []string
+}
+
+// BakeVerdict is what the pods say of a bake at one moment.
+type BakeVerdict struct {
+	// Failure is the reason the bake fails (BakeContainerRestarted,
+	// BakeOOMKilled, BakePodUnready), or "".
+	Failure string
+	// Recheck is how long until a pod's unready grace ends (0: none
+	// pending).
+	Recheck time.Duration
+	// NodeNotReady is true while a pod of the version is unready on a node
+	// that is not Ready: the cluster's failure, which the bake waits out.
+	NodeNotReady bool
+}
+
+// ReplicaSetOf reports whether the pod's controller is a ReplicaSet of the
+// Deployment target: the Deployment controller names each ReplicaSet
+// "<deployment>-<pod-template-hash>" and labels its pods with the hash.
+func ReplicaSetOf(p *corev1.Pod, target string) bool {
+	ref := metav1.GetControllerOfNoCopy(p)
+	hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+	return ref != nil && ref.Kind == "ReplicaSet" && hash != "" && ref.Name == target+"-"+hash
+}
+
+// Judge returns what the pods of v say of the bake that began at start
+// (the bake's own start, or the retry's): see the package comment on the
+// bake guard for what counts.
+func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict {
+	var out BakeVerdict
 	for i := range pods {
 		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash {
+		if p.DeletionTimestamp != nil || p.Annotations[v1alpha1.ManifestHashAnnotation] != v.ManifestHash || !ReplicaSetOf(p, v.Target) {
+			continue
+		}
+		if p.Status.Phase == corev1.PodFailed || disrupted(p) {
+			// The kubelet evicted the pod or stopped it for a node
+			// shutdown, or the pod is about to go (a DisruptionTarget):
+			// its ReplicaSet replaces it; its containers did not fail.
 			continue
 		}
 		for _, c := range p.Status.ContainerStatuses {
+			if c.Name != v.Container {
+				continue
+			}
 			for _, t := range []*corev1.ContainerStateTerminated{c.LastTerminationState.Terminated, c.State.Terminated} {
-				if t == nil {
+				if t == nil || (!t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(start)) {
+					// Before the bake (or its retry) began: judged by the
+					// rollout that completed, or by the bake that failed.
 					continue
 				}
 				if t.Reason == "OOMKilled" {
-					return BakeOOMKilled, 0
+					out.Failure = BakeOOMKilled
+				} else {
+					out.Failure = BakeContainerRestarted
 				}
-				return BakeContainerRestarted, 0
+				return out
 			}
 		}
-		if !p.CreationTimestamp.Time.Before(start) {
-			// Started during the bake (a scale-up): warming up is no
-			// failure. Both times have a resolution of a second; a pod of
-			// the same second counts as new.
+		ready := readyCondition(p)
+		if ready == nil || ready.Status == corev1.ConditionTrue {
 			continue
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Type != corev1.PodReady || c.Status == corev1.ConditionTrue || c.LastTransitionTime.Time.Before(start) {
-				continue
+		if p.Spec.NodeName != "" && slices.Contains(v.NotReadyNodes, p.Spec.NodeName) {
+			out.NodeNotReady = true
+			continue
+		}
+		since := ready.LastTransitionTime.Time
+		if !p.CreationTimestamp.Time.Before(start) && !readyOnce(p, ready) {
+			// Started during the bake (a scale-up) and never Ready yet:
+			// warming up is no failure. Both times have a resolution of a
+			// second; a pod of the same second counts as new.
+			continue
+		}
+		if since.Before(start) {
+			// Unready when the bake began (the pod store can lag the
+			// Deployment the bake started on): the grace counts from the
+			// start.
+			since = start
+		}
+		if left := since.Add(BakeUnreadyGrace).Sub(now); left > 0 {
+			if out.Recheck == 0 || left < out.Recheck {
+				out.Recheck = left
 			}
-			if left := c.LastTransitionTime.Add(BakeUnreadyGrace).Sub(now); left > 0 {
-				if recheck == 0 || left < recheck {
-					recheck = left
-				}
-				continue
-			}
-			return BakePodUnready, 0
+			continue
+		}
+		out.Failure = BakePodUnready
+		return out
+	}
+	return out
+}
+
+// readyCondition is the pod's Ready condition, or nil.
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
 		}
 	}
-	return "", recheck
+	return nil
+}
+
+// readyOnce reports whether an unready pod was Ready before: its model
+// container started and the Ready condition turned False after the
+// container began running, which a pod that is still starting never shows.
+func readyOnce(p *corev1.Pod, ready *corev1.PodCondition) bool {
+	for _, c := range p.Status.ContainerStatuses {
+		if r := c.State.Running; r != nil && c.Started != nil && *c.Started && ready.LastTransitionTime.Time.After(r.StartedAt.Time) {
+			return true
+		}
+	}
+	return false
+}
+
+// disrupted reports a DisruptionTarget condition: the pod is about to be
+// deleted by an eviction, a preemption or the taint eviction controller,
+// or the kubelet stopped it.
+func disrupted(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -66,7 +67,10 @@ func (c *cluster) createPod(version string) string {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "openmed-service-",
-			Labels:      map[string]string{v1alpha1.BakeLabel: "true"},
+			// As the target's ReplicaSet of this template creates it.
+			Labels: map[string]string{v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "openmed-service-7c9d8f6b5",
+				UID: "9d1f7c2e-0b4a-4c8e-8f6d-2a3b4c5d6e7f", Controller: ptr.To(true)}},
 			Annotations: map[string]string{v1alpha1.ModelResourceAnnotation: c.owner(), v1alpha1.ManifestHashAnnotation: ManifestHash(n)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
 	}
@@ -77,7 +81,7 @@ func (c *cluster) createPod(version string) string {
 		at := metav1.NewTime(time.Now())
 		p.Status.Phase = corev1.PodRunning
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "openmed-service", Ready: true, Image: "openmed:2.2.0", ImageID: "x",
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "openmed-service", Ready: true, Started: ptr.To(true), Image: "openmed:2.2.0", ImageID: "x",
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}}
 	})
 	return pod.Name
@@ -205,11 +209,20 @@ func TestBake(t *testing.T) {
 		}
 	})
 
-	t.Run("a restart while the rollout went on fails the bake when it begins", func(t *testing.T) {
+	t.Run("a restart before the bake began does not fail it; one after it does", func(t *testing.T) {
+		// Only what happens after the bake (or the retry that bakes again)
+		// began is judged: the rollout that completed judged the rest, and
+		// the pods of a bake that failed and was reset still show its
+		// restart.
 		c, pods := bakeCluster(t)
 		c.restart(pods[0], "Error", c.now.Add(-2*time.Second))
+		if p := c.pass(); p.BakeFailure != "" || p.Status.Phase != v1alpha1.PhaseRollingOut {
+			t.Fatalf("a restart before the bake: failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+		c.now = c.now.Add(2 * time.Second)
+		c.restart(pods[1], "Error", c.now.Add(-time.Second))
 		if p := c.pass(); p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseRolledBack {
-			t.Fatalf("failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+			t.Fatalf("a restart during the bake: failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
 		}
 	})
 
@@ -298,4 +311,59 @@ func TestBake(t *testing.T) {
 			t.Fatal("bake label without bakeSeconds")
 		}
 	})
+}
+
+// TestResetAfterAFailedFirstVersionBake: the first version of a model
+// fails its bake and nothing is retained to roll back to, so the failed
+// pointer stays and its pods keep the container's lastState. A reset
+// (reconcile.fluxcd.io/resetAt) bakes the version again: the termination
+// from before the reset is the failed bake's, not the retry's, so the
+// retried bake runs its full time and passes on healthy pods (issue 26,
+// item 4; before, it failed in the pass that started it).
+func TestResetAfterAFailedFirstVersionBake(t *testing.T) {
+	c := newCluster(t)
+	c.now = time.Now().Add(-time.Minute)
+	c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds) })
+	c.pass()
+	pods := []string{c.createPod(v1), c.createPod(v1)}
+	c.markReady()
+	c.now = time.Now().Truncate(time.Second).Add(time.Second)
+	if p := c.pass(); !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.BakingReason) {
+		t.Fatalf("the first version does not bake: %v", condSummary(p.Status))
+	}
+	c.now = c.now.Add(2 * time.Second)
+	c.restart(pods[0], "Error", c.now.Add(-time.Second))
+	if p := c.pass(); p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("the first version's bake: failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+	}
+	c.now = c.now.Add(5 * time.Second)
+	c.annotate(v1alpha1.ResetRequestAnnotation, c.now.Format(time.RFC3339))
+	c.pass()
+	p := c.pass()
+	if p.BakeFailure != "" || !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.BakingReason) || p.Status.BakeStartedAt == nil {
+		t.Fatalf("the retry does not bake: failure %q %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+	}
+	started := p.Status.BakeStartedAt.Time
+	c.now = started.Add(bakeSeconds / 2 * time.Second)
+	if p := c.pass(); p.BakeFailure != "" || p.Status.Phase != v1alpha1.PhaseRollingOut {
+		t.Fatalf("halfway through the retried bake: failure %q phase %s", p.BakeFailure, p.Status.Phase)
+	}
+	c.now = started.Add(bakeSeconds * time.Second)
+	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || len(p.Status.History) != 1 || p.Status.History[0].Version != v1 {
+		t.Fatalf("after the retried bake: %s %v", p.Status.Phase, condSummary(p.Status))
+	}
+	// The restart from before the reset is still on the pod.
+	if c.podRestarts(pods[0]) != 1 {
+		t.Fatal("the fixture lost the restart it judges")
+	}
+}
+
+// podRestarts is the restart count of the pod's model container.
+func (c *cluster) podRestarts(name string) int32 {
+	c.t.Helper()
+	p := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: c.ns, Name: name}, p); err != nil {
+		c.t.Fatal(err)
+	}
+	return p.Status.ContainerStatuses[0].RestartCount
 }

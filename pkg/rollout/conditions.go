@@ -58,6 +58,7 @@ const (
 	MsgWaitingForController   = "Waiting for the Deployment controller to observe the target's latest generation."
 	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
 	MsgBaking                 = "The desired version rolled out and bakes before it is Ready."
+	MsgBakingNodeNotReady     = "The desired version bakes; a pod of it is unready on a node that is not Ready (the cluster's failure, not the version's): the bake waits until the pod is Ready again or replaced."
 	MsgBakeFailed             = "Desired model version failed its bake: a container restarted or was OOM-killed, or a pod stayed unready."
 	MsgNotEvaluated           = "Not evaluated for this generation: a step of the pass failed first."
 
@@ -235,6 +236,14 @@ var (
 	bakingTuple = tuple{
 		ready:       f(v1alpha1.BakingReason, MsgBaking),
 		progressing: t(v1alpha1.BakingReason, MsgBaking),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	// The bake waits out a node that is not Ready: the version is not
+	// judged by pods the cluster lost, and is not Ready while they are.
+	bakingNodeNotReadyTuple = tuple{
+		ready:       f(v1alpha1.BakingReason, MsgBakingNodeNotReady),
+		progressing: t(v1alpha1.BakingReason, MsgBakingNodeNotReady),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	}
