@@ -358,12 +358,16 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		if have[name] {
 			continue
 		}
-		labels := map[string]string{deploymentLabel: d.Name}
+		// As the template's ReplicaSet names and labels its pods: the
+		// bake reads only the pods a ReplicaSet of the target controls.
+		labels := map[string]string{deploymentLabel: d.Name, appsv1.DefaultDeploymentUniqueLabelKey: short}
 		for k, v := range d.Spec.Template.Labels {
 			labels[k] = v
 		}
+		owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: d.Name + "-" + short, UID: d.UID, Controller: ptr.To(true)}
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations},
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations,
+				OwnerReferences: []metav1.OwnerReference{owner}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: d.Spec.Template.Spec.Containers[0].Name, Image: d.Spec.Template.Spec.Containers[0].Image}}},
 		}
 		if err := s.c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
