@@ -368,7 +368,7 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations,
 				OwnerReferences: []metav1.OwnerReference{owner}},
-			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: d.Spec.Template.Spec.Containers[0].Name, Image: d.Spec.Template.Spec.Containers[0].Image}}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: d.Spec.Template.Spec.Containers[0].Name, Image: d.Spec.Template.Spec.Containers[0].Image}}},
 		}
 		if err := s.c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, err
