@@ -5,8 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,13 +50,18 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 	owner := ns + "/svc"
 	pod := func(name, hash string, labelled bool) {
 		t.Helper()
-		labels := map[string]string{"app": "svc"}
+		short := strings.TrimPrefix(hash, "sha256:")[:10] // a pod-template-hash stand-in, one per template
+		labels := map[string]string{"app": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short}
 		if labelled {
 			labels[v1alpha1.BakeLabel] = "true"
 		}
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels,
-				Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: owner}},
+				Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: owner},
+				// The ReplicaSet controller's owner reference: the bake
+				// reads only pods of the target's ReplicaSets.
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
+					Name: "svc-" + short, UID: types.UID("rs-" + short), Controller: ptr.To(true)}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
 		}
 		if err := env.Client.Create(ctx, p); err != nil {
