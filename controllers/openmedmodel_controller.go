@@ -99,7 +99,9 @@ type OpenMedModelReconciler struct {
 	// RetryBaseDelay and RetryMaxDelay bound the backoff after a failed
 	// pass; defaults RetryBaseDelay and RetryMaxDelay.
 	RetryBaseDelay, RetryMaxDelay time.Duration
-	// Clock returns the time of a pass; default time.Now.
+	// Clock returns the time of a pass; default time.Now. The operator
+	// binary passes the API server's clock (serverclock.Clock.Now): the
+	// times a pass records are compared with the cluster's.
 	Clock func() time.Time
 
 	retries   *backoff

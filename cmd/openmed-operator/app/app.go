@@ -39,6 +39,7 @@ import (
 
 	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/serverclock"
 )
 
 // LeaderElectionID is the name of the Lease the replicas compete for. A
@@ -183,6 +184,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
+	// The operator's times (a bake's start, a retry's) are compared with
+	// the cluster's: it reads the API server's clock from its answers.
+	clock := &serverclock.Clock{}
+	cfg.Wrap(clock.Wrap)
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -226,6 +231,7 @@ func Run(ctx context.Context, opts Options) error {
 		RequeueInterval: opts.RequeueInterval,
 		RetryBaseDelay:  opts.RateLimiter.MinRetryDelay,
 		RetryMaxDelay:   opts.RateLimiter.MaxRetryDelay,
+		Clock:           clock.Now,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllers.Options{
 		MaxConcurrentReconciles: opts.Concurrent,
