@@ -173,7 +173,8 @@ func PruneConfigMap(obj any) (any, error) {
 // correction of replicas names them. Status entries are dropped. An entry
 // left with no such field is kept with an empty field set, so the cache
 // still shows every manager that has one (the operator's own entry is what
-// tells a finished release from an interrupted one).
+// tells a finished release from an interrupted one). The time of an apply
+// entry is kept, of the others dropped.
 func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
@@ -181,7 +182,12 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFie
 			continue
 		}
 		e.Manager, e.APIVersion, e.Subresource = intern(e.Manager), intern(e.APIVersion), intern(e.Subresource)
-		e.Time = nil
+		if e.Operation != metav1.ManagedFieldsOperationApply {
+			// The time of an apply is kept: the operator's own says when
+			// it last wrote the Deployment (a ReplicaFailure older than
+			// that is not its rollout's).
+			e.Time = nil
+		}
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
 			out = append(out, e)

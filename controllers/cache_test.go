@@ -65,6 +65,11 @@ func TestPrunedDeploymentDecidesTheSame(t *testing.T) {
 				rollout.DetectDrift(pruned, spec, owner, cmName, hash, rollout.DefaultFieldManager); !reflect.DeepEqual(a, b) || len(a) == 0 {
 				t.Errorf("drift from the full object %v, from the pruned one %v", a, b)
 			}
+			// The operator's apply time says whether a ReplicaFailure is
+			// its rollout's (older ones are an old ReplicaSet's).
+			if got, want := applyTime(pruned, rollout.DefaultFieldManager), applyTime(full, rollout.DefaultFieldManager); got == nil || want == nil || !got.Equal(want) {
+				t.Errorf("the operator's apply time: pruned %v, full %v", got, want)
+			}
 			now := metav1.Now()
 			a := rollout.Decide(m, rollout.Observed{Deployment: full, Now: now}, rollout.Options{})
 			b := rollout.Decide(m, rollout.Observed{Deployment: pruned, Now: now}, rollout.Options{})
@@ -85,4 +90,14 @@ func prune(t *testing.T, d *appsv1.Deployment) *appsv1.Deployment {
 		t.Fatal(err)
 	}
 	return out.(*appsv1.Deployment)
+}
+
+// applyTime is the time of manager's apply entry in d's managedFields.
+func applyTime(d *appsv1.Deployment, manager string) *metav1.Time {
+	for _, e := range d.ManagedFields {
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+			return e.Time
+		}
+	}
+	return nil
 }

@@ -78,7 +78,7 @@ func TestCompactPodBakesTheSame(t *testing.T) {
 // are never read.
 func TestBakeJudgesRealPodLifecycles(t *testing.T) {
 	want := map[string]rollout.BakeVerdict{
-		"a-serving":                      {},
+		"a-serving":                      {Serving: true},
 		"b-restarted":                    {Failure: rollout.BakeContainerRestarted},
 		"c-oom-killed-now":               {Failure: rollout.BakeOOMKilled},
 		"d-unready":                      {Failure: rollout.BakePodUnready},
@@ -89,9 +89,9 @@ func TestBakeJudgesRealPodLifecycles(t *testing.T) {
 		"i-node-lost":                    {NodeNotReady: true},
 		"j-evicted-by-the-kubelet":       {},
 		"k-node-shutdown":                {},
-		"l-sidecar-restarted":            {},
+		"l-sidecar-restarted":            {Serving: true},
 		"m-previous-target-crashed":      {},
-		"n-restarted-before-the-bake":    {},
+		"n-restarted-before-the-bake":    {Serving: true},
 		"o-scaled-up-ready-then-unready": {Failure: rollout.BakePodUnready},
 	}
 	at := fixtureBakeStart.Add(35 * time.Second)

@@ -58,14 +58,18 @@ const (
 var BakeFailures = []string{BakeContainerRestarted, BakeOOMKilled, BakePodUnready}
 
 // Bakes reports whether a rollout of desired, whose manifest hash is
-// manifestHash, bakes before it is Ready: it asks for a bake and has not
-// served from its target yet. history is the retained versions, newest
-// first.
+// manifestHash, bakes before it is Ready: it asks for a bake and is not a
+// retained version of its target (one that served from it). history is the
+// retained versions, newest first.
 func Bakes(desired v1alpha1.NormalizedSpec, manifestHash string, history []v1alpha1.HistoryEntry) bool {
 	if desired.RolloutStrategy.BakeSeconds <= 0 {
 		return false
 	}
-	return len(history) == 0 || history[0].ManifestHash != manifestHash || history[0].Spec.TargetRef != desired.TargetRef
+	// A version retained from this target (the last one, or an older one
+	// the spec went back to) served already: it does not bake again.
+	return !slices.ContainsFunc(history, func(h v1alpha1.HistoryEntry) bool {
+		return h.ManifestHash == manifestHash && h.Spec.TargetRef == desired.TargetRef
+	})
 }
 
 // bakes reports whether the desired spec bakes before it is Ready.
@@ -78,20 +82,19 @@ func (d *decider) baking() bool {
 	return d.st.BakeStartedAt != nil && d.st.AppliedSpecHash == d.hash && d.bakes()
 }
 
-// bake judges the desired spec while it bakes: it fails on what the pods
-// show, is Ready once the bake ended with the Deployment complete, and
-// otherwise waits for the end of the bake (one timer) or a pod's grace.
+// bake judges the desired spec once its rollout completed: the bake
+// begins when a pod of the version is Ready where the operator sees it
+// (none with replicas 0, or pods the pod store cannot see: the model waits
+// and says so instead of passing), fails on what the pods show, is Ready
+// once bakeSeconds passed with the Deployment complete and a pod of the
+// version Ready, and otherwise waits for the end of the bake (one timer) or
+// a pod's grace.
 func (d *decider) bake(complete bool) {
-	if !d.baking() {
-		now := d.now
-		d.st.BakeStartedAt = &now
-		// The target carries the desired pointer (rollout checked it):
-		// the bake is of that spec. Without this, a pass whose Deployment
-		// completed before any status recorded the apply (the apply's
-		// status write was lost) would begin the bake again every pass.
-		d.st.AppliedSpecHash = d.hash
+	started := d.baking()
+	start := d.now.Time
+	if started {
+		start = d.st.BakeStartedAt.Time
 	}
-	start := d.st.BakeStartedAt.Time
 	if r := d.st.RetryStartedAt; r != nil && r.After(start) {
 		start = r.Time
 	}
@@ -100,21 +103,42 @@ func (d *decider) bake(complete bool) {
 		d.bakeFailed(verdict.Failure)
 		return
 	}
-	end := d.st.BakeStartedAt.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second)
-	if !d.now.Before(&metav1.Time{Time: end}) && complete && !verdict.NodeNotReady {
-		d.ready(true)
-		return
+	if !started && verdict.Serving {
+		now := d.now
+		d.st.BakeStartedAt = &now
+		// The target carries the desired pointer (rollout checked it):
+		// the bake is of that spec. Without this, a pass whose Deployment
+		// completed before any status recorded the apply (the apply's
+		// status write was lost) would begin the bake again every pass.
+		d.st.AppliedSpecHash = d.hash
+		started = true
 	}
 	if d.old.Phase != v1alpha1.PhaseRollingOut || !conditionIs(d.old, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.BakingReason) {
 		d.event(corev1.EventTypeNormal, v1alpha1.BakingReason, EventMsgBaking)
 	}
 	d.st.Phase = v1alpha1.PhaseRollingOut
-	if verdict.NodeNotReady {
+	switch {
+	case !started:
+		d.st.BakeStartedAt = nil
+		// No timer: the pod that turns Ready wakes the model through the
+		// pod store's watch.
+		d.bakeWait = bakeWaitNoPods
+		d.conditions(bakingNoPodsTuple, reconciling)
+		return
+	case verdict.NodeNotReady:
+		d.bakeWait = bakeWaitNode
 		d.conditions(bakingNodeNotReadyTuple, reconciling)
-	} else {
+	case !verdict.Serving:
+		d.bakeWait = bakeWaitNoPods
+		d.conditions(bakingNoPodsTuple, reconciling)
+	default:
 		d.conditions(bakingTuple, reconciling)
 	}
-	recheck := verdict.Recheck
+	end := d.st.BakeStartedAt.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second)
+	if !d.now.Before(&metav1.Time{Time: end}) && complete && d.bakeWait == "" {
+		d.ready(true)
+		return
+	}
 	// No polling: the end of the bake, or the end of a pod's grace; every
 	// pod change wakes the resource through its watch.
 	if wait := end.Sub(d.now.Time); wait > 0 {
@@ -122,10 +146,17 @@ func (d *decider) bake(complete bool) {
 		// the pass this wakes finds the bake over.
 		d.requeueWithin(wait + 100*time.Millisecond)
 	}
-	if recheck > 0 {
-		d.requeueWithin(recheck)
+	if verdict.Recheck > 0 {
+		d.requeueWithin(verdict.Recheck)
 	}
 }
+
+// What a bake waits for besides its time (decider.bakeWait): the
+// Reconciling message says it.
+const (
+	bakeWaitNoPods = "NoPods"
+	bakeWaitNode   = "NodeNotReady"
+)
 
 // bakeVersion is the desired version as the bake judges its pods.
 func (d *decider) bakeVersion() BakeVersion {
@@ -168,6 +199,10 @@ type BakeVerdict struct {
 	// NodeNotReady is true while a pod of the version is unready on a node
 	// that is not Ready: the cluster's failure, which the bake waits out.
 	NodeNotReady bool
+	// Serving is true when a pod of the version is Ready: a bake neither
+	// begins nor ends without one (replicas 0, or pods the pod store
+	// cannot see, bake nothing).
+	Serving bool
 }
 
 // ReplicaSetOf reports whether the pod's controller is a ReplicaSet of the
@@ -214,7 +249,11 @@ func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict 
 			}
 		}
 		ready := readyCondition(p)
-		if ready == nil || ready.Status == corev1.ConditionTrue {
+		if ready == nil {
+			continue
+		}
+		if ready.Status == corev1.ConditionTrue {
+			out.Serving = true
 			continue
 		}
 		if p.Spec.NodeName != "" && slices.Contains(v.NotReadyNodes, p.Spec.NodeName) {

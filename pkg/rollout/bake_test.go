@@ -367,3 +367,141 @@ func (c *cluster) podRestarts(name string) int32 {
 	}
 	return p.Status.ContainerStatuses[0].RestartCount
 }
+
+// TestBakeGuardHolds: the guard cannot be switched off by accident and
+// never passes on nothing (issue 26, items 6 and 9).
+func TestBakeGuardHolds(t *testing.T) {
+	t.Run("bakeSeconds set while the rollout is in flight: the label goes on and the version bakes", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		c.pass()
+		c.markRolling()
+		if _, ok := c.dep().Spec.Template.Labels[v1alpha1.BakeLabel]; ok {
+			t.Fatal("a version without a bake has the label")
+		}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds) })
+		c.pass()
+		if c.dep().Spec.Template.Labels[v1alpha1.BakeLabel] != "true" {
+			t.Fatal("bakeSeconds set mid-rollout: the template has no bake label, the pod store sees no pod")
+		}
+	})
+
+	t.Run("the label stripped during the bake is put back", func(t *testing.T) {
+		c, _ := bakeCluster(t)
+		c.pass()
+		c.editDeployment("kubectl-edit", func(d *appsv1.Deployment) { delete(d.Spec.Template.Labels, v1alpha1.BakeLabel) })
+		c.pass()
+		if c.dep().Spec.Template.Labels[v1alpha1.BakeLabel] != "true" {
+			t.Fatal("the stripped bake label was not restored")
+		}
+	})
+
+	t.Run("replicas 0: the bake begins only once a pod of the version serves", func(t *testing.T) {
+		c := v2Baking(t)
+		c.pass()
+		c.markReady() // the rollout completed, with no pod (or none the store sees)
+		c.now = time.Now()
+		p := c.pass()
+		if p.Status.BakeStartedAt != nil || !conditionIs(&p.Status, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.BakingReason) {
+			t.Fatalf("no pod: bake started %v, %v", p.Status.BakeStartedAt, condSummary(p.Status))
+		}
+		if m := kstatusMessage(p.Status); !strings.Contains(m, "begins once a pod of it is Ready") {
+			t.Errorf("message %q does not say why it waits", m)
+		}
+		c.now = c.now.Add(10 * bakeSeconds * time.Second)
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.History[0].Version != v1 {
+			t.Fatalf("a bake of no pod passed: %s history %s", p.Status.Phase, p.Status.History[0].Version)
+		}
+		// Scaled up (KEDA): the bake runs its full time from the first pod.
+		c.createPod(v2)
+		c.now = time.Now().Truncate(time.Second).Add(time.Second)
+		p = c.pass()
+		if p.Status.BakeStartedAt == nil || !p.Status.BakeStartedAt.Time.Equal(c.now) {
+			t.Fatalf("the bake did not begin with the pod: %v", p.Status.BakeStartedAt)
+		}
+		c.now = c.now.Add(bakeSeconds * time.Second)
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || p.Status.History[0].Version != v2 {
+			t.Fatalf("after the bake: %s %v", p.Status.Phase, condSummary(p.Status))
+		}
+	})
+
+	t.Run("every pod of the version gone at the end of the bake: not Ready", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		start := c.pass().Status.BakeStartedAt.Time
+		for _, name := range pods {
+			if err := env.Client.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}},
+				client.GracePeriodSeconds(0)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.now = start.Add(bakeSeconds * time.Second)
+		p := c.pass()
+		if p.Status.Phase != v1alpha1.PhaseRollingOut {
+			t.Fatalf("a bake whose pods are gone passed: %s %v", p.Status.Phase, condSummary(p.Status))
+		}
+		if m := kstatusMessage(p.Status); !strings.Contains(m, "no pod of it is Ready") {
+			t.Errorf("message %q does not say why it waits", m)
+		}
+	})
+
+	t.Run("a retained older version (history[1]) does not bake again", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.readyAt(v2)
+		c.editModel(func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Version = v1
+			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bakeSeconds)
+		})
+		c.pass()
+		c.markReady()
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || p.Status.ActiveVersion != v1 {
+			t.Fatalf("going back to a retained version: %s %v", p.Status.Phase, condSummary(p.Status))
+		}
+	})
+
+	t.Run("a crash while the Deployment is paused fails the bake now", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		c.pass()
+		c.editDeployment("kubectl-rollout", func(d *appsv1.Deployment) { d.Spec.Paused = true })
+		c.markScaling(1) // the crashed pod is not available
+		c.now = c.now.Add(5 * time.Second)
+		c.restart(pods[1], "Error", c.now.Add(-time.Second))
+		if p := c.pass(); p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseRolledBack {
+			t.Fatalf("a crash while paused: failure %q, %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+	})
+}
+
+// TestRetryDeadlineIsTheRollouts: a reset retries a failed first version in
+// place; once its rollout completed and it bakes, the retry's progress
+// deadline is over: a pod replaced during the bake (a drain) is no
+// RolloutFailed (issue 26, item 8).
+func TestRetryDeadlineIsTheRollouts(t *testing.T) {
+	c := newCluster(t)
+	c.now = time.Now().Add(-time.Minute)
+	c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](3600) })
+	c.pass()
+	pods := []string{c.createPod(v1), c.createPod(v1)}
+	c.markReady()
+	c.now = time.Now().Truncate(time.Second).Add(time.Second)
+	c.pass()
+	c.now = c.now.Add(2 * time.Second)
+	c.restart(pods[0], "Error", c.now.Add(-time.Second))
+	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("the first version's bake: %s %v", p.Status.Phase, condSummary(p.Status))
+	}
+	c.now = c.now.Add(5 * time.Second)
+	c.annotate(v1alpha1.ResetRequestAnnotation, c.now.Format(time.RFC3339))
+	c.pass()
+	if p := c.pass(); p.Status.BakeStartedAt == nil {
+		t.Fatalf("the retry does not bake: %v", condSummary(p.Status))
+	}
+	// Past the retry's deadline, a drain replaces a pod: the Deployment is
+	// incomplete for a moment.
+	c.now = c.now.Add(time.Duration(ptr.Deref(c.obj.Spec.RolloutStrategy.ProgressDeadlineSeconds, 600)) * time.Second * 2)
+	c.markScaling(1)
+	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseRollingOut || len(p.Events) != 0 {
+		t.Fatalf("a drain during the retried bake: %s events %v %v", p.Status.Phase, eventReasons(p.Events), condSummary(p.Status))
+	}
+}

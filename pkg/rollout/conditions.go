@@ -59,6 +59,7 @@ const (
 	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
 	MsgBaking                 = "The desired version rolled out and bakes before it is Ready."
 	MsgBakingNodeNotReady     = "The desired version bakes; a pod of it is unready on a node that is not Ready (the cluster's failure, not the version's): the bake waits until the pod is Ready again or replaced."
+	MsgBakingNoPods           = "The desired version rolled out; no pod of it is Ready where the operator sees it (replicas 0, or pods without the openmed.ai/bake label): the bake runs only while a pod of it serves."
 	MsgBakeFailed             = "Desired model version failed its bake: a container restarted or was OOM-killed, or a pod stayed unready."
 	MsgNotEvaluated           = "Not evaluated for this generation: a step of the pass failed first."
 
@@ -244,6 +245,15 @@ var (
 	bakingNodeNotReadyTuple = tuple{
 		ready:       f(v1alpha1.BakingReason, MsgBakingNodeNotReady),
 		progressing: t(v1alpha1.BakingReason, MsgBakingNodeNotReady),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	// The bake waits for a pod of the version to serve: a version that no
+	// pod runs (replicas 0) or whose pods the operator cannot see is not
+	// judged, so it does not pass either.
+	bakingNoPodsTuple = tuple{
+		ready:       f(v1alpha1.BakingReason, MsgBakingNoPods),
+		progressing: t(v1alpha1.BakingReason, MsgBakingNoPods),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	}

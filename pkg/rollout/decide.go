@@ -105,6 +105,10 @@ type decider struct {
 	// can be added and removed (claim, unclaim).
 	claimsListed bool
 
+	// bakeWait is what a bake waits for besides its time (bakeWaitNoPods,
+	// bakeWaitNode), or "".
+	bakeWait string
+
 	plan Plan
 }
 
@@ -325,7 +329,8 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 
 // pointerFor is the operator's intent for spec on the desired target.
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
-	return newPointer(spec, d.owner).withLive(d.obs.Deployment)
+	p := newPointer(spec, d.owner)
+	return p.withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
 }
 
 // ensureManifest plans the ConfigMap of spec when it does not exist. It
@@ -416,10 +421,11 @@ func (d *decider) rollout(retry bool) {
 	}
 	ours := !proven || d.old.Phase == v1alpha1.PhaseRollingOut
 	switch {
-	case ours && dep.Spec.Paused && !RolloutComplete(dep):
+	case ours && dep.Spec.Paused && !RolloutComplete(dep) && !d.baking():
 		// The owner paused the Deployment: the model's rollout waits for
 		// it, whatever the controller has observed (Argo CD calls a paused
-		// Deployment Suspended before it looks at anything else).
+		// Deployment Suspended before it looks at anything else). A bake
+		// goes on judging its pods: a crash while paused fails it now.
 		d.st.Phase = v1alpha1.PhaseRollingOut
 		d.conditions(targetPausedTuple, reconciling)
 	case !ControllerObserved(dep) && d.baking():
@@ -455,16 +461,61 @@ func (d *decider) failedNow(dep *appsv1.Deployment) bool {
 	}
 	since := d.st.RetryStartedAt
 	if since == nil {
-		return DeploymentFailed(dep)
+		return d.deploymentFailed(dep, time.Time{})
+	}
+	if d.deploymentFailed(dep, since.Time) {
+		return !RolloutComplete(dep)
+	}
+	if d.baking() {
+		// The retried rollout completed and bakes: the retry's deadline
+		// was the rollout's; a pod replaced by a drain or an HPA's
+		// scale-up during the bake is the bake's to judge.
+		return false
 	}
 	deadline := time.Duration(d.desired.RolloutStrategy.ProgressDeadlineSeconds) * time.Second
-	if failedSince(dep, *since) || !d.now.Before(&metav1.Time{Time: since.Add(deadline)}) {
+	if !d.now.Before(&metav1.Time{Time: since.Add(deadline)}) {
 		return !RolloutComplete(dep)
 	}
 	if !RolloutComplete(dep) {
 		d.requeueWithin(since.Add(deadline).Sub(d.now.Time) + time.Second)
 	}
 	return false
+}
+
+// deploymentFailed reports a failure of the model's rollout (or rollback)
+// the Deployment controller reports for its current generation, written at
+// or after since (zero: any time):
+//   - its progress deadline passed (Progressing=False,
+//     ProgressDeadlineExceeded);
+//   - a ReplicaFailure (a quota, an admission webhook) that is the
+//     rollout's: it began no earlier than the operator's last apply to the
+//     Deployment (a ReplicaFailure the controller copied from an old
+//     ReplicaSet, an HPA's scale-up that hit a quota before the rollout,
+//     began earlier; the controller reports the new ReplicaSet's over an
+//     old one's) and lasted ReplicaFailureGrace (a surge that waits a
+//     moment for an old pod to go is progress). Until then it is progress,
+//     as gitops-engine and kstatus read it, and one timer wakes the pass
+//     that judges it.
+//
+// Both times are the cluster's: the ReplicaSet condition's transition
+// (kube-controller-manager) and the managedFields time (the API server).
+func (d *decider) deploymentFailed(dep *appsv1.Deployment, since time.Time) bool {
+	if c := deadlineCondition(dep); c != nil && !c.LastUpdateTime.Time.Before(since) {
+		return true
+	}
+	c := replicaFailureCondition(dep)
+	if c == nil {
+		return false
+	}
+	began := c.LastTransitionTime.Time
+	if began.Before(since) || began.Before(appliedAt(dep, d.opts.FieldManager)) {
+		return false
+	}
+	if left := began.Add(ReplicaFailureGrace).Sub(d.now.Time); left > 0 {
+		d.requeueWithin(left + 100*time.Millisecond)
+		return false
+	}
+	return true
 }
 
 // applyDesired writes the desired pointer to a target that does not carry
@@ -777,7 +828,7 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 	case !ControllerObserved(dep):
 		d.conditions(inProgress, reconciling)
 		d.inFlight()
-	case DeploymentFailed(dep):
+	case d.deploymentFailed(dep, time.Time{}):
 		d.st.Phase = v1alpha1.PhaseFailed
 		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.RollbackFailedReason, EventMsgRollbackFailed, v1alpha1.RollbackFailedReason)
 		d.conditions(rollbackFailedTuple, stalled)

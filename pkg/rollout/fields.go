@@ -31,11 +31,20 @@ func newPointer(spec v1alpha1.NormalizedSpec, owner string) pointer {
 		bakeLabel: spec.RolloutStrategy.BakeSeconds > 0}
 }
 
-// withLive settles the bake label against the live Deployment: a template
-// the apply changes anyway (another manifest hash) gets the label exactly
-// when the spec bakes; a template it leaves as it is keeps what it has, so
-// turning bakeSeconds on or off never rolls the pods by itself.
-func (p pointer) withLive(live *appsv1.Deployment) pointer {
+// withLive settles the bake label against the live Deployment. A spec that
+// bakes (bakes: Bakes) always gets the label, so the guard cannot be
+// switched off by accident: bakeSeconds set while its rollout is in flight,
+// or the label stripped from the template, puts it (back) on, and the pods
+// roll to carry it. A template of a version that does not bake and that
+// the apply leaves as it is (the same manifest hash) keeps what it has, so
+// turning bakeSeconds on or off for a version that served never rolls the
+// pods by itself; one the apply changes anyway gets the label exactly when
+// the spec bakes.
+func (p pointer) withLive(live *appsv1.Deployment, bakes bool) pointer {
+	if bakes {
+		p.bakeLabel = true
+		return p
+	}
 	if live != nil && live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == p.manifestHash {
 		_, p.bakeLabel = live.Spec.Template.Labels[v1alpha1.BakeLabel]
 	}

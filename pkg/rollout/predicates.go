@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"time"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,20 +30,43 @@ func RolloutComplete(d *appsv1.Deployment) bool {
 		s.Replicas <= s.UpdatedReplicas && s.AvailableReplicas >= s.UpdatedReplicas
 }
 
+// ReplicaFailureGrace is how long a ReplicaFailure of the model's rollout
+// must last before it fails the rollout: a surge that hits a quota for a
+// moment (until an old pod is gone) is no failure.
+const ReplicaFailureGrace = time.Minute
+
 // DeploymentFailed reports a rollout the Deployment controller gave up on
 // for the current generation: Progressing is False with
 // ProgressDeadlineExceeded, or ReplicaFailure is True. A condition written
-// for an older generation never counts.
+// for an older generation never counts. The decision core judges a
+// ReplicaFailure further (decider.deploymentFailed): only when it is the
+// model's rollout's and has lasted ReplicaFailureGrace.
 func DeploymentFailed(d *appsv1.Deployment) bool {
-	return failureCondition(d) != nil
+	return deadlineCondition(d) != nil || replicaFailureCondition(d) != nil
 }
 
-func failureCondition(d *appsv1.Deployment) *appsv1.DeploymentCondition {
+// deadlineCondition is the Deployment's Progressing=False condition with
+// ProgressDeadlineExceeded for its current generation, or nil.
+func deadlineCondition(d *appsv1.Deployment) *appsv1.DeploymentCondition {
+	return conditionOf(d, appsv1.DeploymentProgressing)
+}
+
+// replicaFailureCondition is the Deployment's ReplicaFailure=True
+// condition for its current generation, or nil. The Deployment controller
+// copies it from the new ReplicaSet, or from an old one when the new one
+// has none; its times are the ReplicaSet condition's transition.
+func replicaFailureCondition(d *appsv1.Deployment) *appsv1.DeploymentCondition {
+	return conditionOf(d, appsv1.DeploymentReplicaFailure)
+}
+
+// conditionOf is the failure condition of type t for the current
+// generation, or nil.
+func conditionOf(d *appsv1.Deployment, t appsv1.DeploymentConditionType) *appsv1.DeploymentCondition {
 	if !ControllerObserved(d) {
 		return nil
 	}
 	for i, c := range d.Status.Conditions {
-		if isFailure(c) {
+		if c.Type == t && isFailure(c) {
 			return &d.Status.Conditions[i]
 		}
 	}
@@ -59,11 +84,17 @@ func isFailure(c appsv1.DeploymentCondition) bool {
 	return false
 }
 
-// failedSince reports a failure the Deployment controller wrote at or after
-// t: a retry is judged only by what happened after it started.
-func failedSince(d *appsv1.Deployment, t metav1.Time) bool {
-	c := failureCondition(d)
-	return c != nil && !c.LastUpdateTime.Before(&t)
+// appliedAt is when manager last changed the Deployment by server-side
+// apply: the time of its managedFields entry, which the API server sets by
+// its own clock. Zero when there is none (or a cache dropped it).
+func appliedAt(d *appsv1.Deployment, manager string) time.Time {
+	var at time.Time
+	for _, e := range d.ManagedFields {
+		if e.Manager == manager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" && e.Time != nil && e.Time.After(at) {
+			at = e.Time.Time
+		}
+	}
+	return at
 }
 
 // progressDeadlineExceeded reports the one failure the Deployment
@@ -72,29 +103,15 @@ func failedSince(d *appsv1.Deployment, t metav1.Time) bool {
 // ProgressDeadlineExceeded). gitops-engine (Argo CD) and kstatus call only
 // this a failed Deployment.
 func progressDeadlineExceeded(d *appsv1.Deployment) bool {
-	return failureOf(d, appsv1.DeploymentProgressing)
+	return deadlineCondition(d) != nil
 }
 
 // replicaFailure reports a ReplicaSet that cannot create pods (a quota, an
 // admission webhook) for the current generation. Argo CD and kstatus read
-// it as progress; for the model's own rollout it is a failed rollout
-// (DeploymentFailed).
+// it as progress; for the model's own rollout it is a failed rollout once
+// it lasted (decider.deploymentFailed).
 func replicaFailure(d *appsv1.Deployment) bool {
-	return failureOf(d, appsv1.DeploymentReplicaFailure)
-}
-
-// failureOf reports a failure condition of type t for the current
-// generation.
-func failureOf(d *appsv1.Deployment, t appsv1.DeploymentConditionType) bool {
-	if !ControllerObserved(d) {
-		return false
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == t && isFailure(c) {
-			return true
-		}
-	}
-	return false
+	return replicaFailureCondition(d) != nil
 }
 
 // oldTemplatePods reports pods of an older pod template: a rollout of the

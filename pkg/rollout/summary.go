@@ -55,7 +55,7 @@ func (d *decider) summary(typ, reason string) string {
 			// desired version, not yet seen by the Deployment controller.
 			return fmt.Sprintf("Waiting for the Deployment controller to observe Deployment %s; serving %s", target, desired)
 		}
-		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s", desired, target, d.progress(d.st.ManifestHash), serving)
+		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.replicaFailureNote(), serving)
 	case v1alpha1.RolledBackReason:
 		switch {
 		case d.manualHold():
@@ -96,12 +96,21 @@ func (d *decider) summary(typ, reason string) string {
 		}
 		return fmt.Sprintf("Deployment %s lost availability (%s); serving %s", target, d.availability(), active)
 	case v1alpha1.BakingReason:
-		end := ""
-		if b := d.st.BakeStartedAt; b != nil {
-			end = b.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second).UTC().Format(time.RFC3339)
+		b := d.st.BakeStartedAt
+		if b == nil {
+			return fmt.Sprintf("Rolled out %s on Deployment %s; its bake of %ds begins once a pod of it is Ready where the operator sees it (none is: replicas 0, or pods without the %s label)%s",
+				desired, target, d.desired.RolloutStrategy.BakeSeconds, v1alpha1.BakeLabel, serving)
 		}
-		return fmt.Sprintf("Baking %s on Deployment %s until %s (%ds after its rollout completed)%s",
-			desired, target, end, d.desired.RolloutStrategy.BakeSeconds, serving)
+		end := b.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second).UTC().Format(time.RFC3339)
+		wait := ""
+		switch d.bakeWait {
+		case bakeWaitNode:
+			wait = "; a pod of it is unready on a node that is not Ready: the bake waits until the pod is Ready again or replaced"
+		case bakeWaitNoPods:
+			wait = "; no pod of it is Ready where the operator sees it: the bake ends only while one serves"
+		}
+		return fmt.Sprintf("Baking %s on Deployment %s until %s (%ds after its rollout completed)%s%s",
+			desired, target, end, d.desired.RolloutStrategy.BakeSeconds, wait, serving)
 	case v1alpha1.ScalingReason:
 		return fmt.Sprintf("Deployment %s is bringing up pods (%s); serving %s", target, d.availability(), active)
 	case v1alpha1.ManifestConflictReason:
@@ -178,6 +187,29 @@ func (d *decider) progress(manifestHash string) string {
 		return ""
 	}
 	return fmt.Sprintf(": %d/%d pods updated, %d available", dep.Status.UpdatedReplicas, specReplicas(dep), dep.Status.AvailableReplicas)
+}
+
+// replicaFailureNote is what a rollout's message adds while the Deployment
+// controller reports a ReplicaFailure it does not count (yet): its reason,
+// since when, and the controller's message (a quota or an admission
+// webhook's answer, at most 200 characters). It is the one text from the
+// cluster a summary carries: without it the cause is only in `kubectl
+// describe`.
+func (d *decider) replicaFailureNote() string {
+	dep := d.obs.Deployment
+	if dep == nil {
+		return ""
+	}
+	c := replicaFailureCondition(dep)
+	if c == nil {
+		return ""
+	}
+	msg := c.Message
+	if utf8.RuneCountInString(msg) > 200 {
+		msg = string([]rune(msg)[:200]) + "…"
+	}
+	return fmt.Sprintf("; the Deployment controller reports ReplicaFailure since %s (%s: %s)",
+		c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, msg)
 }
 
 // availability is "1/2 pods available".
