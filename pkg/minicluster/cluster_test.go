@@ -190,6 +190,94 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a named container or native sidecar restarts once; an evicted pod fails as the kubelet leaves it", func(t *testing.T) {
+		pods := cs.CoreV1().Pods(ns)
+		newPod := func(name string, annotations map[string]string) {
+			pod := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
+					InitContainers: []corev1.Container{
+						{Name: "init", Image: "registry.invalid/init:1"},
+						{Name: "mesh-proxy", Image: "registry.invalid/proxy:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)},
+					},
+					Containers: []corev1.Container{
+						{Name: "server", Image: "registry.invalid/model-server:1"},
+						{Name: "log-shipper", Image: "registry.invalid/shipper:1"},
+					}},
+			}
+			if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// status returns the container or init container status named c.
+		status := func(p *corev1.Pod, c string) *corev1.ContainerStatus {
+			for _, list := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+				for i := range list {
+					if list[i].Name == c {
+						return &list[i]
+					}
+				}
+			}
+			return nil
+		}
+		waitPod := func(name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				p, err := pods.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cond(p) {
+					return p
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s: %s: %+v", name, what, p.Status)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		for _, c := range []string{"log-shipper", "mesh-proxy"} {
+			name := "restarts-" + c
+			newPod(name, map[string]string{RestartContainerAnnotation: c})
+			p := waitPod(name, c+" restarted", func(p *corev1.Pod) bool { s := status(p, c); return s != nil && s.RestartCount > 0 })
+			s := status(p, c)
+			if term := s.LastTerminationState.Terminated; s.RestartCount != 1 || term == nil || term.Reason != "Error" || s.State.Running == nil {
+				t.Errorf("%s after its restart: %+v", c, s)
+			}
+			for _, other := range []string{"server", "log-shipper", "mesh-proxy"} {
+				if o := status(p, other); other != c && (o == nil || o.RestartCount != 0 || o.LastTerminationState.Terminated != nil || o.State.Running == nil) {
+					t.Errorf("%s restarted too: %+v", other, o)
+				}
+			}
+			if init := status(p, "init"); init == nil || init.State.Terminated == nil || init.State.Terminated.Reason != "Completed" {
+				t.Errorf("the init container: %+v", init)
+			}
+			if !podReady(p) || p.Status.Phase != corev1.PodRunning {
+				t.Errorf("pod after %s restarted: phase %s ready %t", c, p.Status.Phase, podReady(p))
+			}
+		}
+
+		newPod("evicted", nil)
+		waitPod("evicted", "Ready", podReady)
+		patch := `{"metadata":{"annotations":{"` + EvictAnnotation + `":"true"}}}`
+		if _, err := pods.Patch(ctx, "evicted", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p := waitPod("evicted", "evicted", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodFailed })
+		disrupted := false
+		for _, c := range p.Status.Conditions {
+			disrupted = disrupted || (c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == "TerminationByKubelet")
+		}
+		if p.Status.Reason != "Evicted" || !disrupted || podReady(p) || p.DeletionTimestamp != nil {
+			t.Errorf("evicted pod: reason %q disrupted %t ready %t deleting %v", p.Status.Reason, disrupted, podReady(p), p.DeletionTimestamp)
+		}
+		for _, s := range p.Status.ContainerStatuses {
+			if s.State.Terminated == nil || s.State.Terminated.ExitCode != 137 {
+				t.Errorf("container %s of the evicted pod: %+v", s.Name, s.State)
+			}
+		}
+	})
+
 	t.Run("garbage collector removes dependents", func(t *testing.T) {
 		for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
 			t.Run(string(policy), func(t *testing.T) {

@@ -30,6 +30,22 @@ const (
 	// kwok report a container restart of a pod after it became Ready.
 	CrashAfterReadyAnnotation = "minicluster.openmed.ai/crash-after-ready"
 
+	// RestartContainerAnnotation on a pod makes kwok restart the container
+	// (or native sidecar) it names once, as a kubelet reports a restart:
+	// the pod stays Running and Ready.
+	RestartContainerAnnotation = "minicluster.openmed.ai/restart-container"
+	// EvictAnnotation on a running pod makes kwok evict it as the kubelet
+	// does under node pressure: phase Failed, reason Evicted, a
+	// DisruptionTarget condition, its containers terminated.
+	EvictAnnotation = "minicluster.openmed.ai/evict"
+	// NodeAnnotation with the value "fake" makes kwok manage a node: it
+	// makes it Ready, renews its Lease and runs its pods. A node created
+	// with it joins the cluster; removing it from a node is a node that
+	// stops heartbeating: the node lifecycle controller marks it and its
+	// pods not Ready about 50 s later (--node-monitor-grace-period) and
+	// taints it unreachable, and the taint eviction controller evicts its
+	// pods once their toleration runs out.
+	NodeAnnotation = kwokNodeAnnotation
 	// NodeName is the name of the fake node kwok manages.
 	NodeName = "kwok-node-0"
 )
@@ -61,6 +77,9 @@ var DefaultControllers = []string{
 	// Removes the node.kubernetes.io/not-ready taint that admission puts on
 	// every new node; without it no pod is ever scheduled.
 	"node-lifecycle-controller",
+	// Evicts the pods of a node tainted unreachable or not-ready once
+	// their toleration (300 s by default) runs out.
+	"taint-eviction-controller",
 	"pod-garbage-collector-controller",
 	"root-ca-certificate-publisher-controller",
 }

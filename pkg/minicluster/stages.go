@@ -60,11 +60,12 @@ func renderStages(never NeverReady, crash CrashAfterReady) ([]byte, error) {
 		exitCode = 137
 	}
 	data := struct {
-		NeverReady, Crash selection
-		CrashAfterMillis  int64
-		CrashReason       string
-		CrashExitCode     int
-	}{nr, cr, crash.After.Milliseconds(), crash.Reason, exitCode}
+		NeverReady, Crash                  selection
+		CrashAfterMillis                   int64
+		CrashReason                        string
+		CrashExitCode                      int
+		RestartAnnotation, EvictAnnotation string
+	}{nr, cr, crash.After.Milliseconds(), crash.Reason, exitCode, RestartContainerAnnotation, EvictAnnotation}
 	var buf bytes.Buffer
 	if err := stagesTemplate.Execute(&buf, data); err != nil {
 		return nil, fmt.Errorf("render kwok stages: %w", err)
