@@ -336,6 +336,13 @@ func TestResetAfterAFailedFirstVersionBake(t *testing.T) {
 	if p := c.pass(); p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseFailed {
 		t.Fatalf("the first version's bake: failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
 	}
+	// A later pass over the held spec says the same: the bake failed (not
+	// "did not become available", which the Deployment contradicts).
+	c.now = c.now.Add(time.Second)
+	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseFailed ||
+		!conditionIs(&p.Status, v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.BakeFailedReason) {
+		t.Fatalf("the pass after the failed bake: %s %v", p.Status.Phase, condSummary(p.Status))
+	}
 	c.now = c.now.Add(5 * time.Second)
 	c.annotate(v1alpha1.ResetRequestAnnotation, c.now.Format(time.RFC3339))
 	c.pass()

@@ -793,8 +793,13 @@ func (d *decider) heldAfterFailure() {
 		d.monitor(*d.st.RollbackSpec, false)
 		return
 	}
+	tp := failedTuple
+	if conditionIs(d.old, v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.BakeFailedReason) {
+		// The spec failed its bake: every pass that holds it says so.
+		tp.degraded = t(v1alpha1.BakeFailedReason, MsgBakeFailed)
+	}
 	d.st.Phase = v1alpha1.PhaseFailed
-	d.conditions(failedTuple, stalled)
+	d.conditions(tp, stalled)
 	d.prune()
 }
 
