@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -29,8 +30,12 @@ import (
 // seconds, so a short interval is what keeps Start fast.
 const pollInterval = 100 * time.Millisecond
 
-// kwokNodeAnnotation marks the nodes kwok manages (--manage-nodes-with-annotation-selector).
-const kwokNodeAnnotation = "kwok.x-k8s.io/node"
+// kwokNodeLabel marks the nodes kwok manages
+// (--manage-nodes-with-label-selector). A label, not an annotation: the API
+// server filters the watch by it, so a node that loses it reaches kwok as
+// deleted and kwok stops renewing its Lease; with an annotation selector
+// kwok filters on its side, ignores the update and heartbeats on.
+const kwokNodeLabel = "kwok.x-k8s.io/node"
 
 // Cluster is a running control plane. Stop it when done.
 type Cluster struct {
@@ -252,7 +257,7 @@ func (c *Cluster) startNodeComponents(_ context.Context, l *launch) error {
 		"--kubeconfig="+c.path(string(Kwok)+".kubeconfig"),
 		"--config="+c.path("kwok-stages.yaml"),
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector="+kwokNodeAnnotation+"=fake",
+		"--manage-nodes-with-label-selector="+kwokNodeLabel+"=fake",
 		"--node-lease-duration-seconds=40",
 		"--cidr=10.244.0.0/16",
 		"--node-ip=10.240.0.1",
@@ -532,9 +537,9 @@ func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 // already has it. It carries no kwok taint, so pods need no toleration.
 func ensureNode(ctx context.Context, cs kubernetes.Interface) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
-		Name:        NodeName,
-		Annotations: map[string]string{kwokNodeAnnotation: "fake"},
+		Name: NodeName,
 		Labels: map[string]string{
+			kwokNodeLabel:          "fake",
 			corev1.LabelHostname:   NodeName,
 			corev1.LabelOSStable:   "linux",
 			corev1.LabelArchStable: "amd64",
@@ -542,7 +547,13 @@ func ensureNode(ctx context.Context, cs kubernetes.Interface) error {
 		},
 	}}
 	_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
+		// A data directory kept from an earlier version marked the node
+		// with an annotation: label it, or kwok never manages it.
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"fake"}}}`, kwokNodeLabel)
+		_, err = cs.CoreV1().Nodes().Patch(ctx, NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	}
+	if err != nil {
 		return fmt.Errorf("create node %s: %w", NodeName, err)
 	}
 	return nil

@@ -38,14 +38,15 @@ const (
 	// does under node pressure: phase Failed, reason Evicted, a
 	// DisruptionTarget condition, its containers terminated.
 	EvictAnnotation = "minicluster.openmed.ai/evict"
-	// NodeAnnotation with the value "fake" makes kwok manage a node: it
-	// makes it Ready, renews its Lease and runs its pods. A node created
-	// with it joins the cluster; removing it from a node is a node that
-	// stops heartbeating: the node lifecycle controller marks it and its
-	// pods not Ready about 50 s later (--node-monitor-grace-period) and
-	// taints it unreachable, and the taint eviction controller evicts its
-	// pods once their toleration runs out.
-	NodeAnnotation = kwokNodeAnnotation
+	// NodeLabel with the value "fake" makes kwok manage a node: it makes
+	// it Ready, renews its Lease and runs its pods. A node created with it
+	// joins the cluster; removing it from a node is a node that stops
+	// heartbeating: once its Lease and status are older than
+	// --node-monitor-grace-period (50 s) the node lifecycle controller
+	// marks it Unknown and its pods not Ready and taints it unreachable,
+	// and the taint eviction controller evicts its pods once their
+	// toleration runs out.
+	NodeLabel = kwokNodeLabel
 	// NodeName is the name of the fake node kwok manages.
 	NodeName = "kwok-node-0"
 )

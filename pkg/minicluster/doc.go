@@ -10,12 +10,12 @@
 // ready, the fake node is Ready and schedulable and the default ServiceAccount
 // exists. Pods carrying the never-ready annotation (see NeverReady) become
 // Running but never Ready, which lets a rollout run into its progress deadline.
-// The failures of real clusters are one annotation away: a pod annotated
+// The failures of real clusters are one annotation or label away: a pod annotated
 // RestartContainerAnnotation restarts the named container or native sidecar
 // once, one annotated EvictAnnotation is evicted as the kubelet does under
 // node pressure (phase Failed, reason Evicted), and a node created with
-// NodeAnnotation joins the cluster, then stops heartbeating once the
-// annotation is removed: the real node lifecycle controller marks it and its
+// NodeLabel joins the cluster, then stops heartbeating once the
+// label is removed: the real node lifecycle controller marks it and its
 // pods not Ready and the taint eviction controller evicts them.
 //
 // Every child process runs in its own process group and is started with a
