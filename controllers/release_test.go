@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -163,20 +164,26 @@ func TestRetargetTwiceWithALostStatusWriteThenDelete(t *testing.T) {
 			readyModel(t, ns, "svc")
 			createDeployment(t, chartDeployment(ns, "b", 3))
 			createDeployment(t, chartDeployment(ns, "c", 4))
-			// The pass that writes B: its own status write (not the
-			// write-ahead record) meets the second edit.
+			// The pass that writes B: its own status write (the first
+			// with conditions; the write-ahead record carries
+			// claimedTargets only) meets the second edit.
 			edited := make(chan error, 1)
 			f := &fault{times: 1, before: func() {
 				m := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"}}
 				edited <- env.Client.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"targetRef":{"name":"`+then+`"}}}`)))
 			}, match: func(method, path, body string) bool {
 				return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/openmedmodels/svc/status") &&
-					!strings.Contains(body, `"claimedTargets"`)
+					strings.Contains(body, `"conditions"`)
 			}}
 			op.writes.inject(f)
 			patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.TargetRef.Name = "b" })
-			if err := <-edited; err != nil {
-				t.Fatal(err)
+			select {
+			case err := <-edited:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(time.Minute):
+				t.Fatal("no pass wrote a status after the write-ahead record of B")
 			}
 			// The API server answers the status write after the edit landed.
 			eventually(t, "the status write of the pass that wrote B answered 409", func() (bool, string) {
