@@ -22,6 +22,7 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // brokenVersion is the model version whose pods kwok keeps Running but never
@@ -42,10 +43,8 @@ const (
 const operatorLabel = "e2e.openmed.ai/operator"
 
 var (
-	// skipReason is set when the control-plane binaries are missing.
-	skipReason string
-	cluster    *minicluster.Cluster
-	k8s        client.WithWatch
+	cluster *minicluster.Cluster
+	k8s     client.WithWatch
 	// operatorBinary and demoBinary are built once for the package.
 	operatorBinary, demoBinary string
 	// operatorKubeconfig acts as the bundle's ServiceAccount, which lives in
@@ -63,9 +62,13 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) (code int) {
+	// A fresh shell has none of the Makefile's variables: the binaries
+	// are found under bin/, or the suite fails saying how to build them
+	// (it never passes with everything skipped).
+	testenv.UseBuiltBinaries()
 	if err := minicluster.Binaries(minicluster.Config{}); err != nil {
-		skipReason = fmt.Sprintf("control-plane binaries missing, run `make %s`: %v", minicluster.BuildTarget, err)
-		return m.Run()
+		fmt.Fprintf(os.Stderr, "control-plane binaries missing, run `make %s` (or `make test`): %v\n", minicluster.BuildTarget, err)
+		return 1
 	}
 	var err error
 	if workDir, err = os.MkdirTemp("", "openmed-e2e-"); err != nil {
@@ -190,11 +193,12 @@ func launchOperator(ctx context.Context, name, selector string) (*localrun.Opera
 	return op, nil
 }
 
-// requireCluster skips the test when the suite has no cluster.
+// requireCluster marks a test that needs the suite's cluster (TestMain
+// fails the package when it cannot start one).
 func requireCluster(t *testing.T) {
 	t.Helper()
-	if skipReason != "" {
-		t.Skip(skipReason)
+	if cluster == nil {
+		t.Fatal("the suite has no cluster")
 	}
 }
 

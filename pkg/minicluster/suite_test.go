@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // helperEnv makes the test binary act as a program that starts a cluster and
@@ -18,6 +20,8 @@ import (
 const helperEnv = "MINICLUSTER_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	// A fresh shell finds the binaries under bin/ as make sets them.
+	testenv.UseBuiltBinaries()
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runHelper())
 	}
@@ -46,14 +50,15 @@ func runHelper() int {
 	select {}
 }
 
-// requireBinaries skips the test when the binaries have not been built.
+// requireBinaries fails the test when the binaries have not been built
+// (in -short mode it skips: the test starts a control plane).
 func requireBinaries(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a control plane; skipped in -short mode")
 	}
 	if err := Binaries(Config{}); err != nil {
-		t.Skipf("control-plane binaries not available, run `make %s` (it sets %s and %s): %v", BuildTarget, KubeDirEnv, KwokEnv, err)
+		t.Fatalf("control-plane binaries not available, run `make %s` (it builds them into bin/): %v", BuildTarget, err)
 	}
 }
 

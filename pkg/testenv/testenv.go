@@ -234,3 +234,30 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() (b
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The environment variables through which the tests find what the Makefile
+// builds into bin/, and the pattern of each under bin/.
+var builtBinaries = []struct{ env, pattern string }{
+	{AssetsEnv, "k8s/*"},
+	{"OPENMED_KWOK", "kwok-*/kwok"},
+	{"OPENMED_FLUX_DIR", "flux-*-kc-*"},
+	{"OPENMED_ARGOCD_DIR", "argocd-*"},
+}
+
+// UseBuiltBinaries points every variable of the binaries the Makefile
+// builds (KUBEBUILDER_ASSETS, OPENMED_KWOK, OPENMED_FLUX_DIR,
+// OPENMED_ARGOCD_DIR) that is unset at the single build of it under the
+// module's bin/, so `go test` in a fresh shell runs what `make test` runs.
+// A variable already set is kept; one with no build (or several) under bin/
+// stays unset and the test that needs it fails saying which make target
+// builds it.
+func UseBuiltBinaries() {
+	for _, b := range builtBinaries {
+		if os.Getenv(b.env) != "" {
+			continue
+		}
+		if found, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", b.pattern)); len(found) == 1 {
+			_ = os.Setenv(b.env, found[0])
+		}
+	}
+}
