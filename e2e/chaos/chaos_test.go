@@ -3,7 +3,7 @@
 // killed with SIGKILL again and again, or handed over between two replicas
 // mid-rollout. The API server's audit log is the oracle for what the
 // operator did; a watch records every pod template each Deployment had; the
-// status of every model is sampled each second.
+// status of every model the API server stores is judged (a watch).
 //
 //	make chaos                 # 12 models, 3 fault seeds, 10 kills, a handover
 //	go test ./e2e/chaos -v     # make test: 4 models, one seed, 3 kills, a handover
@@ -30,6 +30,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -261,13 +262,14 @@ func run(t *testing.T, bin string, cfg runConfig) {
 
 	stopChurn := make(chan struct{})
 	churnDone := make(chan struct{})
+	handedOver := make(chan struct{})
 	go func() {
 		defer close(churnDone)
 		switch {
 		case cfg.kills > 0:
 			r.killer(cfg.kills, stopChurn)
 		case cfg.handover:
-			r.handoverOnce(stopChurn)
+			r.handoverOnce(stopChurn, handedOver)
 		default:
 			<-stopChurn
 		}
@@ -296,9 +298,12 @@ func run(t *testing.T, bin string, cfg runConfig) {
 		r.waitConverged(s, cfg.models, replicas)
 		took = append(took, fmt.Sprintf("%s %s", s.name, time.Since(start).Round(100*time.Millisecond)))
 		if s.name == "manual rollback" && cfg.handover {
-			// The handover happens during the manual rollback's rollout
-			// at the latest.
-			<-churnDone
+			// The handover happens during the manual rollback's rollout.
+			select {
+			case <-handedOver:
+			case <-time.After(time.Minute):
+				t.Fatal("no handover: no stored version of a model showed the manual rollback's rollout, or no replica led")
+			}
 		}
 	}
 	close(stopChurn)
@@ -341,7 +346,12 @@ func run(t *testing.T, bin string, cfg runConfig) {
 	if proxy != nil {
 		t.Logf("faults injected: %v", proxy.Counts())
 	}
-	t.Logf("converged: %s; operator restarts %d; status samples %d", strings.Join(took, ", "), r.restarts, samp.count())
+	r.mu.Lock()
+	if r.kills != cfg.kills {
+		t.Errorf("%d SIGKILLs, the run asks for %d", r.kills, cfg.kills)
+	}
+	r.mu.Unlock()
+	t.Logf("converged: %s; operator restarts %d; SIGKILLs %d; status samples %d", strings.Join(took, ", "), r.restarts, r.kills, samp.count())
 	r.mu.Lock()
 	if len(r.selfExits) > 0 {
 		t.Logf("%d operator exits not made by the test (restarted): %v", len(r.selfExits), r.selfExits)
@@ -454,6 +464,7 @@ type runner struct {
 	ops      []*localrun.Operator
 	n        int
 	restarts int
+	kills    int
 	// ended are the replicas the runner stopped or killed itself; any
 	// other that exits exited by itself (a lost leader election under the
 	// injected faults ends the process, as controller-runtime does) and is
@@ -564,56 +575,71 @@ func lastLine(path, want string) string {
 }
 
 // killer SIGKILLs the running operator kills times at random moments and
-// starts a new one each time.
+// starts a new one each time. It makes all its kills, whether or not the
+// scenario has ended (the run checks their number), then waits for stop.
 func (r *runner) killer(kills int, stop <-chan struct{}) {
 	for k := 0; k < kills; k++ {
-		wait := time.Duration(1000+r.rnd.IntN(3000)) * time.Millisecond
-		select {
-		case <-stop:
-			return
-		case <-time.After(wait):
-		}
+		time.Sleep(time.Duration(1000+r.rnd.IntN(3000)) * time.Millisecond)
 		r.mu.Lock()
 		op := r.ops[len(r.ops)-1]
 		r.ended[op] = true
 		r.mu.Unlock()
 		_ = op.Kill()
+		r.mu.Lock()
+		r.kills++
 		r.restarts++
+		r.mu.Unlock()
 		r.start()
 	}
 	<-stop
 }
 
-// handoverOnce waits for the manual rollback's rollout to start, then
-// stops the leader gracefully; the other replica takes over.
-func (r *runner) handoverOnce(stop <-chan struct{}) {
-	for {
+// handoverOnce stops the leader gracefully as soon as a stored version of
+// a model shows the manual rollback's rollout started (a watch: a rollout
+// shorter than any poll is not missed); the other replica takes over. It
+// reports on handedOver.
+func (r *runner) handoverOnce(stop <-chan struct{}, handedOver chan<- struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
 		select {
 		case <-stop:
-			return
-		case <-time.After(200 * time.Millisecond):
+			cancel()
+		case <-ctx.Done():
 		}
-		var list v1alpha1.OpenMedModelList
-		if err := r.c.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
+	}()
+	rolling := func(m *v1alpha1.OpenMedModel) bool {
+		return m.Annotations[v1alpha1.RollbackToAnnotation] != "" && m.Status.Phase == v1alpha1.PhaseRolledBack &&
+			!apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.RolledBackCondition)
+	}
+	w, err := r.c.Watch(ctx, &v1alpha1.OpenMedModelList{}, client.InNamespace(namespace))
+	if err != nil {
+		r.t.Errorf("handover: watch the models: %v", err)
+		return
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		m, ok := ev.Object.(*v1alpha1.OpenMedModel)
+		if !ok || !rolling(m) {
 			continue
 		}
-		rolling := false
-		for _, m := range list.Items {
-			rolling = rolling || (m.Annotations[v1alpha1.RollbackToAnnotation] != "" && m.Status.Phase == v1alpha1.PhaseRolledBack &&
-				!apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.RolledBackCondition))
+		var leader *localrun.Operator
+		for leader == nil && ctx.Err() == nil {
+			if leader = r.leader(); leader == nil {
+				time.Sleep(50 * time.Millisecond)
+			}
 		}
-		if !rolling {
-			continue
-		}
-		leader := r.leader()
 		if leader == nil {
-			continue
+			return
 		}
 		r.end(leader)
 		_ = leader.Signal(syscall.SIGTERM)
 		<-leader.Done()
+		r.mu.Lock()
 		r.restarts++
+		r.mu.Unlock()
 		r.start()
+		close(handedOver)
 		return
 	}
 }
@@ -940,13 +966,16 @@ func (rec *templateRecorder) stop() {
 	<-rec.done
 }
 
-// sampler reads every model's status each second and keeps what
-// contradicts itself.
+// sampler judges every version of every model the API server stores (a
+// watch, resumed from the last resourceVersion it delivered, so nothing
+// between two samples is missed) and keeps what contradicts itself. A
+// watch that cannot resume where it ended is a violation: the suite would
+// not have seen every version.
 type sampler struct {
 	mu      sync.Mutex
 	bad     []string
 	samples int
-	stopc   chan struct{}
+	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
@@ -956,34 +985,68 @@ var fluxChecker = func() *check.Checker {
 	return c
 }()
 
-func newSampler(t *testing.T, c client.Client) *sampler {
-	s := &sampler{stopc: make(chan struct{}), done: make(chan struct{})}
+func newSampler(t *testing.T, c client.WithWatch) *sampler {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &sampler{cancel: cancel, done: make(chan struct{})}
+	var list v1alpha1.OpenMedModelList
+	if err := c.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		s.judge(&list.Items[i])
+	}
+	rv := list.ResourceVersion
 	go func() {
 		defer close(s.done)
-		tick := time.NewTicker(time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-s.stopc:
-				return
-			case <-tick.C:
-			}
-			var list v1alpha1.OpenMedModelList
-			if err := c.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
-				continue
-			}
-			for i := range list.Items {
-				m := &list.Items[i]
-				s.mu.Lock()
-				s.samples++
-				if v := contradiction(m); v != "" {
-					s.bad = append(s.bad, m.Name+": "+v)
+		for ctx.Err() == nil {
+			w, err := c.Watch(ctx, &v1alpha1.OpenMedModelList{}, client.InNamespace(namespace),
+				&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}})
+			if err != nil {
+				if ctx.Err() == nil {
+					s.violation("the status watch could not resume at " + rv + ": " + err.Error())
 				}
-				s.mu.Unlock()
+				return
 			}
+			for ev := range w.ResultChan() {
+				switch ev.Type {
+				case watch.Error:
+					if ctx.Err() == nil {
+						s.violation(fmt.Sprintf("the status watch ended with an error at %s: %v", rv, apierrors.FromObject(ev.Object)))
+					}
+					w.Stop()
+					return
+				case watch.Bookmark:
+					if m, ok := ev.Object.(*v1alpha1.OpenMedModel); ok {
+						rv = m.ResourceVersion
+					}
+					continue
+				}
+				if m, ok := ev.Object.(*v1alpha1.OpenMedModel); ok {
+					rv = m.ResourceVersion
+					if ev.Type != watch.Deleted {
+						s.judge(m)
+					}
+				}
+			}
+			w.Stop()
 		}
 	}()
 	return s
+}
+
+func (s *sampler) judge(m *v1alpha1.OpenMedModel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples++
+	if v := contradiction(m); v != "" {
+		s.bad = append(s.bad, m.Name+"@"+m.ResourceVersion+": "+v)
+	}
+}
+
+func (s *sampler) violation(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bad = append(s.bad, v)
 }
 
 // contradiction names what a status sample says against itself.
@@ -1026,7 +1089,7 @@ func (s *sampler) count() int {
 }
 
 func (s *sampler) stop() {
-	close(s.stopc)
+	s.cancel()
 	<-s.done
 }
 
