@@ -3,14 +3,20 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,7 +40,13 @@ func TestDeletion(t *testing.T) {
 		t.Fatalf("%d manifest ConfigMaps before deletion, want 2 (v1 retained, v2 active)", n)
 	}
 
-	m := read(t, ns).m
+	s := read(t, ns)
+	m := s.m
+	strategy := s.d.Spec.Strategy
+	// The operator deletes its ConfigMaps before it lets the model go; the
+	// garbage collector (their owner references) would delete them only
+	// after. The API server's revisions order the two.
+	deletions := watchDeletions(t, ns)
 	if err := k8s.Delete(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +55,23 @@ func TestDeletion(t *testing.T) {
 		cms := manifestConfigMaps(t, ns)
 		return len(cms) == 0, fmt.Sprintf("%d left", len(cms))
 	})
+	gone := deletions.stop(t)
+	modelGone, ok := gone["OpenMedModel/"+modelName]
+	if !ok {
+		t.Fatalf("no deletion of the model seen: %v", gone)
+	}
+	cmDeleted := 0
+	for key, rv := range gone {
+		if strings.HasPrefix(key, "ConfigMap/") {
+			cmDeleted++
+			if rv > modelGone {
+				t.Errorf("%s was deleted at revision %d, after the model went at %d: the garbage collector's work, not the operator's", key, rv, modelGone)
+			}
+		}
+	}
+	if cmDeleted != 2 {
+		t.Errorf("%d manifest ConfigMap deletions seen, want 2: %v", cmDeleted, gone)
+	}
 
 	d := &appsv1.Deployment{}
 	eventually(t, "the released Deployment rolled out", func() (bool, string) {
@@ -69,6 +98,9 @@ func TestDeletion(t *testing.T) {
 	}
 	if got := ptr.Deref(d.Spec.Replicas, 0); got != 2 {
 		t.Errorf("replicas = %d after the release, want 2 kept", got)
+	}
+	if !equality.Semantic.DeepEqual(d.Spec.Strategy, strategy) {
+		t.Errorf("strategy %+v after the release, %+v before: want it kept", d.Spec.Strategy, strategy)
 	}
 	if got := podHashes(t, ns); got[""] != 2 || len(got) != 1 {
 		t.Errorf("pods by manifest hash = %v, want 2 without one", got)
@@ -216,4 +248,65 @@ func TestGarbageCollection(t *testing.T) {
 		left := manifestConfigMaps(t, ns)
 		return len(left) == 0 && isGone(t, m), fmt.Sprintf("%d ConfigMaps left", len(left))
 	})
+}
+
+// deletionWatch records the revision at which each ConfigMap and
+// OpenMedModel of a namespace was deleted.
+type deletionWatch struct {
+	mu   sync.Mutex
+	gone map[string]int64
+	ws   []watch.Interface
+	done sync.WaitGroup
+}
+
+func watchDeletions(t *testing.T, ns string) *deletionWatch {
+	t.Helper()
+	dw := &deletionWatch{gone: map[string]int64{}}
+	for _, list := range []client.ObjectList{&corev1.ConfigMapList{}, &v1alpha1.OpenMedModelList{}} {
+		if err := k8s.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		rv := list.(metav1.ListInterface).GetResourceVersion()
+		w, err := k8s.Watch(context.Background(), list, client.InNamespace(ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dw.ws = append(dw.ws, w)
+		dw.done.Add(1)
+		go func() {
+			defer dw.done.Done()
+			for ev := range w.ResultChan() {
+				if ev.Type != watch.Deleted {
+					continue
+				}
+				obj, ok := ev.Object.(client.Object)
+				if !ok {
+					continue
+				}
+				kind := "ConfigMap/"
+				if _, ok := obj.(*v1alpha1.OpenMedModel); ok {
+					kind = "OpenMedModel/"
+				} else if obj.GetLabels()[v1alpha1.ManagedByLabel] != v1alpha1.ManagedByValue {
+					continue // the chart's own ConfigMap
+				}
+				rv, _ := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
+				dw.mu.Lock()
+				dw.gone[kind+obj.GetName()] = rv
+				dw.mu.Unlock()
+			}
+		}()
+	}
+	t.Cleanup(func() { _ = dw.stop(t) })
+	return dw
+}
+
+// stop ends the watches and returns the deletions, "Kind/name" to revision.
+func (dw *deletionWatch) stop(t *testing.T) map[string]int64 {
+	for _, w := range dw.ws {
+		w.Stop()
+	}
+	dw.done.Wait()
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	return maps.Clone(dw.gone)
 }

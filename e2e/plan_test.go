@@ -299,6 +299,11 @@ func commitWith(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res previ
 			t.Errorf("ConfigMap %s was planned for deletion and is still there", name)
 		}
 	}
+	for name := range cms {
+		if !left[name] && !slices.Contains(res.PruneConfigMaps, name) {
+			t.Errorf("ConfigMap %s was deleted, the plan did not name it (planned %v)", name, res.PruneConfigMaps)
+		}
+	}
 
 	// The acting pass's status: the first one written for the committed
 	// generation after the commit, or, when no pass had to write one, the
@@ -333,6 +338,11 @@ func commitWith(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res previ
 	}
 	if len(reasons) < len(res.Events) || !slices.Equal(reasons[:len(res.Events)], res.Events) {
 		t.Errorf("the operator recorded events %v, the plan said they start with %v", reasons, res.Events)
+	} else if later := reasons[len(res.Events):]; slices.ContainsFunc(later, func(r string) bool { return !laterPassEvents[r] }) {
+		// What follows the acting pass's events is only what later passes
+		// of the same change report: its outcome, never the acting pass's
+		// work again.
+		t.Errorf("the operator recorded events %v: after the planned %v, %v are not the outcome of later passes", reasons, res.Events, later)
 	}
 	// Drift attribution both ways: every correction the plan names is in an
 	// event, and every correction an event names was planned.
@@ -358,6 +368,17 @@ func commitWith(t *testing.T, m *v1alpha1.OpenMedModel, settle func(), res previ
 			t.Errorf("the plan said %q; no event of the operator says it: %v", d, reasons)
 		}
 	}
+}
+
+// laterPassEvents are the events a later pass of the same change may
+// record after the acting pass's: how the rollout or rollback it started
+// ended, and the bake's start.
+var laterPassEvents = map[string]bool{
+	v1alpha1.RolloutSucceededReason:  true,
+	v1alpha1.RolloutFailedReason:     true,
+	v1alpha1.RollbackStartedReason:   true,
+	v1alpha1.RollbackSucceededReason: true,
+	v1alpha1.BakingReason:            true,
 }
 
 // eventWait bounds how long commit waits for the events a plan names.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -81,6 +82,7 @@ func TestScalingIsNotFailing(t *testing.T) {
 			waitServing(t, ns, v1)
 
 			s := startFaceWatch(t, ns)
+			deps := startAvailabilityWatch(t, ns)
 			start := time.Now()
 			tc.scaleUp(t, ns)
 			done := waitState(t, ns, "Ready with every pod available", func(st state) bool {
@@ -115,6 +117,31 @@ func TestScalingIsNotFailing(t *testing.T) {
 				}
 			}
 			t.Logf("Ready, version by version: %s", strings.Join(slices.Compact(readings), " -> "))
+			// Ready=True is written only once the Deployment it judged was
+			// available at that moment: the Deployment's newest version
+			// stored before the model's first Ready=True after the Scaling
+			// has every replica updated, ready and available.
+			versions := deps.stop(t, done.d.ResourceVersion)
+			for _, smp := range samples[max(scaling, 0):] {
+				if !strings.HasPrefix(smp.ready, "True/") {
+					continue
+				}
+				var judged *depVersion
+				for i := range versions {
+					if versions[i].rv < smp.rv {
+						judged = &versions[i]
+					}
+				}
+				switch {
+				case judged == nil:
+					t.Errorf("no version of the Deployment stored before %s", smp.summary)
+				case !judged.available:
+					t.Errorf("Ready=True at model resourceVersion %d while the Deployment's newest version (%d) was %s", smp.rv, judged.rv, judged.summary)
+				default:
+					t.Logf("Ready=True at model resourceVersion %d; the Deployment's version %d before it: %s", smp.rv, judged.rv, judged.summary)
+				}
+				break
+			}
 			if scaling < 0 {
 				t.Errorf("no stored version read Ready=False/Scaling; the last state: %s", done)
 			}
@@ -133,6 +160,9 @@ type faceSample struct {
 	faces   []string
 	ready   string
 	summary string
+	// rv is the version's resourceVersion (the API server's etcd
+	// revision, which orders it with the Deployment's versions).
+	rv int64
 	// err says which face could not judge the version.
 	err string
 }
@@ -203,6 +233,7 @@ func startFaceWatch(t *testing.T, ns string) *faceWatch {
 				}
 			}
 			smp.summary = fmt.Sprintf("resourceVersion %s Ready=%s %s", u.GetResourceVersion(), smp.ready, goFace.Message)
+			smp.rv, _ = strconv.ParseInt(u.GetResourceVersion(), 10, 64)
 			s.mu.Lock()
 			s.samples = append(s.samples, smp)
 			s.versions[u.GetResourceVersion()] = true
@@ -227,6 +258,87 @@ func (s *faceWatch) stop(t *testing.T, rv string) []faceSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]faceSample(nil), s.samples...)
+}
+
+// depVersion is one stored version of the target Deployment.
+type depVersion struct {
+	rv        int64
+	available bool
+	summary   string
+}
+
+type availabilityWatch struct {
+	mu       sync.Mutex
+	versions []depVersion
+	seen     map[string]bool
+	w        watch.Interface
+	done     chan struct{}
+}
+
+// startAvailabilityWatch records every version of the target Deployment
+// of ns the API server stores from now on, and whether it was available:
+// its controller observed its generation and every replica is updated,
+// ready and available.
+func startAvailabilityWatch(t *testing.T, ns string) *availabilityWatch {
+	t.Helper()
+	var list appsv1.DeploymentList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	a := &availabilityWatch{seen: map[string]bool{}, done: make(chan struct{})}
+	record := func(d *appsv1.Deployment) {
+		if d.Name != modelName {
+			return
+		}
+		want := ptr.Deref(d.Spec.Replicas, 1)
+		st := d.Status
+		v := depVersion{
+			available: st.ObservedGeneration == d.Generation && st.Replicas == want && st.UpdatedReplicas == want &&
+				st.ReadyReplicas == want && st.AvailableReplicas == want,
+			summary: fmt.Sprintf("generation %d observed %d, replicas %d: updated %d ready %d available %d", d.Generation, st.ObservedGeneration,
+				want, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas),
+		}
+		v.rv, _ = strconv.ParseInt(d.ResourceVersion, 10, 64)
+		a.mu.Lock()
+		a.versions = append(a.versions, v)
+		a.seen[d.ResourceVersion] = true
+		a.mu.Unlock()
+	}
+	for i := range list.Items {
+		record(&list.Items[i])
+	}
+	w, err := k8s.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.w = w
+	go func() {
+		defer close(a.done)
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok {
+				record(d)
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-a.done })
+	return a
+}
+
+// stop waits until the watch has delivered the Deployment's version rv,
+// ends it, and returns every version, oldest first.
+func (a *availabilityWatch) stop(t *testing.T, rv string) []depVersion {
+	t.Helper()
+	eventually(t, "the Deployment watch delivered resourceVersion "+rv, func() (bool, string) {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.seen[rv], fmt.Sprintf("%d versions", len(a.versions))
+	})
+	a.w.Stop()
+	<-a.done
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]depVersion(nil), a.versions...)
 }
 
 // countEvents counts the model's events with reason.
