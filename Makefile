@@ -14,6 +14,7 @@ BIN := $(CURDIR)/bin
 KUBE_VERSION ?= v1.37.0
 ETCD_VERSION ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.23.0
+CRD_REF_DOCS_VERSION ?= v0.3.0
 KWOK_VERSION ?= v0.8.0
 # Flux: kustomize-controller, the flux CLI and the source-controller release
 # whose GitRepository CRD they read (the CLI's own dependency).
@@ -34,6 +35,7 @@ KUBE_CONTROLLER_MANAGER := $(TESTBIN)/kube-controller-manager
 KUBE_SCHEDULER := $(TESTBIN)/kube-scheduler
 KWOK := $(BIN)/kwok-$(KWOK_VERSION)/kwok
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
 FLUXBIN := $(BIN)/flux-$(FLUX_VERSION)-kc-$(KUSTOMIZE_CONTROLLER_VERSION)
 KUSTOMIZE_CONTROLLER := $(FLUXBIN)/kustomize-controller
 FLUX := $(FLUXBIN)/flux
@@ -140,21 +142,27 @@ $(CONTROLLER_GEN):
 	GOBIN=$(BIN)/.controller-gen go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	mv $(BIN)/.controller-gen/controller-gen $@
 
+$(CRD_REF_DOCS):
+	@mkdir -p $(BIN)/.crd-ref-docs
+	GOBIN=$(BIN)/.crd-ref-docs go install github.com/elastic/crd-ref-docs@$(CRD_REF_DOCS_VERSION)
+	mv $(BIN)/.crd-ref-docs/crd-ref-docs $@
+
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Generate deepcopy code and the CRD from kubebuilder markers.
+generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy code, the CRD, the RBAC and the API reference (docs/api) from kubebuilder markers and the Go types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/api/...
 	$(CONTROLLER_GEN) crd paths=./pkg/api/... output:crd:artifacts:config=kustomize/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=openmed-operator paths=./controllers/... output:rbac:artifacts:config=kustomize/rbac
 	go run ./health/internal/gen
+	$(CRD_REF_DOCS) --source-path=./pkg/api/v1alpha1 --config=hack/api-docs.yaml --renderer=markdown --output-path=docs/api/v1alpha1.md --log-level=WARN
 
 # Files written by `make generate`. verify-generated hashes them before and
 # after regenerating, so it catches stale output whether or not the tree has
 # uncommitted changes.
 GENERATED = pkg/api/v1alpha1/zz_generated.deepcopy.go kustomize/crd/bases/*.yaml kustomize/rbac/role.yaml \
 	health/argocd/resource_customizations/openmed.ai/OpenMedModel/health_test.yaml \
-	examples/argocd/*.yaml examples/flux/*.yaml
+	examples/argocd/*.yaml examples/flux/*.yaml docs/api/v1alpha1.md
 
 .PHONY: verify-generated
 verify-generated: ## Fail if generated files are stale (regenerates them).
@@ -197,8 +205,8 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 	docker build -t $(IMG) .
 
 .PHONY: test
-test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool.
-	OPENMED_SCALE_STEADY=5s go test $(GO_TEST_FLAGS) ./...
+test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool; then check that every test docs/claims.md names passed.
+	OPENMED_SCALE_STEADY=5s go run ./hack/testrun -claims docs/claims.md -- $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
 
 .PHONY: e2e

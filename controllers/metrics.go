@@ -13,7 +13,7 @@ import (
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
-// Metric names, documented in the README's Monitoring section and used by
+// Metric names, documented in docs/monitoring.md and used by
 // the dashboard and alerts in examples/monitoring.
 const (
 	MetricModelInfo          = "openmed_model_info"

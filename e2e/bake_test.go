@@ -106,8 +106,10 @@ func TestBake(t *testing.T) {
 		complete := deploymentCompleteAt(t, s.d)
 		baked := s.m.Status.History[0].ReadyAt.Time.Sub(complete)
 		t.Logf("rollout complete at %s, Ready and retained %s later", complete.Format(time.RFC3339), baked)
-		if baked < (bakeSeconds-2)*time.Second || baked > (bakeSeconds+2)*time.Second {
-			t.Errorf("Ready %s after the rollout completed, want %ds ± 2s", baked, bakeSeconds)
+		// Not Ready before the bake ended (both times have a resolution of
+		// a second); how much later is the machine's load, not asserted.
+		if baked < (bakeSeconds-1)*time.Second {
+			t.Errorf("Ready %s after the rollout completed, before the bake of %ds ended", baked, bakeSeconds)
 		}
 		if n := len(eventMessages(t, ns, v1alpha1.RolloutFailedReason)); n != 0 {
 			t.Errorf("%d RolloutFailed events", n)

@@ -92,7 +92,7 @@ func TestScalingIsNotFailing(t *testing.T) {
 			took := time.Since(start)
 			samples := s.stop(t, done.m.ResourceVersion)
 			t.Logf("Ready again after %s; %d stored versions of the model judged", took.Round(100*time.Millisecond), len(samples))
-			// What the README documents: Ready=False/Scaling while the
+			// What the docs say: Ready=False/Scaling while the
 			// pods come up (minReadySeconds makes that last seconds), and
 			// Ready=True again only once every pod is available: after the
 			// first Scaling, Ready stays False until the last version.

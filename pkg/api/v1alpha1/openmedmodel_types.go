@@ -209,8 +209,9 @@ type RolloutStrategy struct {
 
 	// BakeSeconds, when above 0, is how long a new version must serve after
 	// its rollout completed before it is Ready and retained: while it bakes,
-	// a container restart, an OOM kill or a pod that stays unready (see the
-	// README) fails the rollout and rolls it back like a missed progress
+	// a restart or OOM kill of the model container, or a pod that stays
+	// unready on a Ready node (docs/bake-guard.md), fails the rollout and
+	// rolls it back like a missed progress
 	// deadline. The pod template then carries the openmed.ai/bake label, by
 	// which the operator watches the pods. 0 or absent: a version is Ready
 	// the moment its rollout completes.

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestClaimsCheck(t *testing.T) {
+	table, err := readClaims("testdata/claims.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Claim{
+		{"A reset bakes again.", modulePath + "/pkg/rollout", "TestResetAfterAFailedFirstVersionBake"},
+		{"The label goes back on.", modulePath + "/pkg/rollout", "TestBakeGuardHolds/the_label_stripped_during_the_bake_is_put_back"},
+		{"The example runs.", modulePath, "ExampleDecide"},
+	}
+	if !slices.Equal(table, want) {
+		t.Fatalf("claims %+v, want %+v", table, want)
+	}
+	f, err := os.Open("testdata/events.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var printed bytes.Buffer
+	results := report(f, &printed)
+	for _, line := range []string{"the stripped bake label was not restored", "--- FAIL: TestBakeGuardHolds", "FAIL\tgithub.com/openmed/openmed-operator/pkg/rollout"} {
+		if !strings.Contains(printed.String(), line) {
+			t.Errorf("printed output lacks %q:\n%s", line, printed.String())
+		}
+	}
+	if strings.Contains(printed.String(), "=== RUN") {
+		t.Errorf("the output of a passing test was printed:\n%s", printed.String())
+	}
+	bad := check(table, results)
+	if len(bad) != 2 || !strings.Contains(bad[0]+bad[1], "TestBakeGuardHolds/the_label_stripped_during_the_bake_is_put_back: fail") ||
+		!strings.Contains(bad[0]+bad[1], "ExampleDecide did not run") {
+		t.Errorf("check: %q, want the failed subtest and the example that did not run", bad)
+	}
+}
+
+func TestClaimsRowsMustNameATest(t *testing.T) {
+	for _, doc := range []string{
+		"| claim | package | test |\n| --- | --- | --- |\n| x | `./pkg/rollout` | TestNoBackticks |\n",
+		"no table at all\n",
+	} {
+		if _, err := parseClaims(doc); err == nil {
+			t.Errorf("parseClaims(%q) accepted it", doc)
+		}
+	}
+}
