@@ -73,7 +73,9 @@ func TestCompactPodBakesTheSame(t *testing.T) {
 // says of the bake, 35 s after it began (past every grace): the cluster's
 // failures (a lost node, a kubelet eviction, a node shutdown) and other
 // containers never fail the version; the model container's own restart
-// after the bake began does; a restart before it (a reset bake) does not;
+// at any time does, before the pass that begins the bake too (a crash a
+// second after Ready); a restart from before a reset that retries the
+// version on the same pods does not;
 // pods of another ReplicaSet (the previous version, the previous target)
 // are never read.
 func TestBakeJudgesRealPodLifecycles(t *testing.T) {
@@ -91,7 +93,7 @@ func TestBakeJudgesRealPodLifecycles(t *testing.T) {
 		"k-node-shutdown":                {},
 		"l-sidecar-restarted":            {Serving: true},
 		"m-previous-target-crashed":      {},
-		"n-restarted-before-the-bake":    {Serving: true},
+		"n-restarted-before-the-bake":    {Failure: rollout.BakeContainerRestarted},
 		"o-scaled-up-ready-then-unready": {Failure: rollout.BakePodUnready},
 	}
 	at := fixtureBakeStart.Add(35 * time.Second)
@@ -107,6 +109,17 @@ func TestBakeJudgesRealPodLifecycles(t *testing.T) {
 		}
 		if got := fixtureVersion.Judge([]corev1.Pod{p}, fixtureBakeStart, at); got != w {
 			t.Errorf("%s: %+v, want %+v", p.Name, got, w)
+		}
+	}
+	// After a reset that retries the version on the same pods, a restart
+	// from before the reset is the failure it retries, not a new one.
+	reset := fixtureVersion
+	reset.RetryStartedAt = fixtureBakeStart
+	for _, p := range pods {
+		if p.Name == "n-restarted-before-the-bake" {
+			if got := reset.Judge([]corev1.Pod{p}, fixtureBakeStart, at); got != (rollout.BakeVerdict{Serving: true}) {
+				t.Errorf("n-restarted-before-the-bake after a reset: %+v, want serving", got)
+			}
 		}
 	}
 	// The lost node's pod is judged like any other once the node is back.

@@ -25,8 +25,10 @@ import (
 // proxy) and native sidecars (initContainerStatuses) are not the version's:
 // the version changes only the model container's preload pointer. What
 // fails a bake, for such a pod that is not being deleted:
-//   - the model container terminated (a restart, an OOM kill) after the
-//     bake, or the retry that bakes again, began;
+//   - the model container terminated (a restart, an OOM kill), at any
+//     time since the pod of the version started — between Ready and the
+//     pass that begins the bake too — or, for a reset that retries the
+//     version on the same pods, after the reset;
 //   - the pod turned unready during the bake on a node that is Ready and
 //     stayed unready for BakeUnreadyGrace (a pod that was unready when the
 //     bake began counts from then);
@@ -160,8 +162,12 @@ const (
 
 // bakeVersion is the desired version as the bake judges its pods.
 func (d *decider) bakeVersion() BakeVersion {
-	return BakeVersion{Target: d.desired.TargetRef.Name, Container: d.desired.TargetRef.ContainerName,
+	v := BakeVersion{Target: d.desired.TargetRef.Name, Container: d.desired.TargetRef.ContainerName,
 		ManifestHash: d.st.ManifestHash, NotReadyNodes: d.obs.NotReadyNodes}
+	if r := d.st.RetryStartedAt; r != nil {
+		v.RetryStartedAt = r.Time
+	}
+	return v
 }
 
 // bakeFailed is a failed bake: a failed rollout, rolled back to the newest
@@ -186,6 +192,12 @@ type BakeVersion struct {
 	// NotReadyNodes are the nodes the reconciler found not Ready (or
 	// unreachable) among those of the version's unready pods.
 	NotReadyNodes []string
+	// RetryStartedAt is when a reset retried the version (zero: no
+	// retry). A termination of the model container that finished before
+	// it is the failure the reset retries; without a retry every
+	// termination of a pod of the version counts, however soon after
+	// Ready it came (before the pass that begins the bake, too).
+	RetryStartedAt time.Time
 }
 
 // BakeVerdict is what the pods say of a bake at one moment.
@@ -235,9 +247,9 @@ func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict 
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{c.LastTerminationState.Terminated, c.State.Terminated} {
-				if t == nil || (!t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(start)) {
-					// Before the bake (or its retry) began: judged by the
-					// rollout that completed, or by the bake that failed.
+				if t == nil || (!t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(v.RetryStartedAt)) {
+					// Before the reset that retries the version: the
+					// failure it retries, judged by the bake that failed.
 					continue
 				}
 				if t.Reason == "OOMKilled" {
