@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -39,11 +40,15 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](600)
 	})
 	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
-	d := getDeployment(t, ns, "svc")
-	v2Hash := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
-	if d.Spec.Template.Labels[v1alpha1.BakeLabel] != "true" || v2Hash == v1Hash {
-		t.Fatalf("the baking template: labels %v, hash %q (v1 %q)", d.Spec.Template.Labels, v2Hash, v1Hash)
-	}
+	// The Deployment itself says when the apply landed (the status may be
+	// written before the act).
+	var v2Hash string
+	eventually(t, "the baking template applied", func() (bool, string) {
+		d := getDeployment(t, ns, "svc")
+		v2Hash = d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+		return d.Spec.Template.Labels[v1alpha1.BakeLabel] == "true" && v2Hash != v1Hash,
+			fmt.Sprintf("labels %v, hash %q (v1 %q)", d.Spec.Template.Labels, v2Hash, v1Hash)
+	})
 	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
 	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut, v1alpha1.BakingReason)
 
@@ -108,10 +113,12 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 	if n := op.metric(t, "openmed_bake_failures_total", map[string]string{"namespace": ns, "reason": rollout.BakeOOMKilled}); n != 1 {
 		t.Errorf("openmed_bake_failures_total{reason=OOMKilled} = %v, want 1", n)
 	}
-	d = getDeployment(t, ns, "svc")
-	if h := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]; h != v1Hash {
-		t.Errorf("the template after the rollback has hash %q, want v1's %q", h, v1Hash)
-	}
+	// The rollback's status is written ahead of its apply: wait for the
+	// Deployment to show it.
+	eventually(t, "the rollback's template applied", func() (bool, string) {
+		h := getDeployment(t, ns, "svc").Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+		return h == v1Hash, fmt.Sprintf("hash %q, want v1's %q", h, v1Hash)
+	})
 	if len(got.Status.History) != 1 || got.Status.ActiveVersion != "OpenMed/pii-v1" {
 		t.Errorf("history %d, active %q: only v1 baked", len(got.Status.History), got.Status.ActiveVersion)
 	}

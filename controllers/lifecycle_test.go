@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -125,9 +126,11 @@ func TestLifecycle(t *testing.T) {
 	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
 	annotate(t, ns, "svc", v1alpha1.RollbackToAnnotation, "OpenMed/pii-v1")
 	waitFor(t, ns, "svc", v1alpha1.PhaseRolledBack, v1alpha1.ManualRollbackReason)
-	if name := preload(getDeployment(t, ns, "svc")).ValueFrom.ConfigMapKeyRef.Name; name != v1CM {
-		t.Fatalf("manual rollback points at %s, want %s", name, v1CM)
-	}
+	// The Deployment says when the rollback's apply landed, not the status.
+	eventually(t, "the manual rollback's pointer", func() (bool, string) {
+		name := preload(getDeployment(t, ns, "svc")).ValueFrom.ConfigMapKeyRef.Name
+		return name == v1CM, fmt.Sprintf("points at %s, want %s", name, v1CM)
+	})
 	// The rolled-back pods fail too: the rollback itself fails.
 	updateDeploymentStatus(t, ns, "svc", rolloutStuck)
 	got = waitFor(t, ns, "svc", v1alpha1.PhaseFailed, v1alpha1.RollbackFailedReason)
