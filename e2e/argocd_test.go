@@ -3,8 +3,10 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -79,6 +83,10 @@ type argoFlow struct {
 	repo  string
 	model map[string]any
 	syncs *syncCounter
+	// note is the data of another object of the Application (the chart's
+	// ConfigMap, or a ConfigMap of its own in the models-only layout);
+	// empty: the object is as published.
+	note string
 }
 
 func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
@@ -108,6 +116,20 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	t.Logf("first commit -> Healthy in %s: %s", time.Since(start).Round(100*time.Millisecond), s)
 	f.quiet("first commit")
 	f.appGet("Healthy")
+	if l.serverSideApply {
+		// Argo CD applied server-side: its field manager holds an Apply
+		// entry on the Deployment and on the model.
+		s := read(t, f.ns)
+		for _, o := range []client.Object{s.d, s.m} {
+			if !slices.ContainsFunc(o.GetManagedFields(), func(e metav1.ManagedFieldsEntry) bool {
+				return e.Manager == argocdSSAManager && e.Operation == metav1.ManagedFieldsOperationApply
+			}) {
+				t.Errorf("%T %s: no %s Apply entry with ServerSideApply=true: %v", o, o.GetName(), argocdSSAManager, managerOps(o))
+			}
+		}
+	}
+	f.anotherObject()
+	f.quiet("a commit of another object")
 
 	// An upgrade.
 	committed := f.commitVersion(v2)
@@ -130,7 +152,15 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 		t.Errorf("the Application's health is %s while its model is Degraded", s.health)
 	}
 	t.Logf("the Application's health after the never-ready commit, in order: %s", strings.Join(seen.stop(), " -> "))
+	// It stays Degraded until Git changes: every health the Application
+	// reports over the quiet window is Degraded.
+	held := f.record()
 	f.quiet("never-ready version")
+	for _, h := range held.stop() {
+		if !strings.HasPrefix(h, "Degraded") {
+			t.Errorf("the Application went %s after the rollback, before Git changed", h)
+		}
+	}
 	f.appGet("Degraded")
 
 	// The revert.
@@ -159,12 +189,15 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	f.await("Suspended", func(s appState) bool { return s.modelHealth == "Suspended" })
 	// What self-heal does with spec.suspend: the published model file
 	// does not set it, so the field is not Git's, and Argo CD keeps it.
+	suspended := f.record()
 	time.Sleep(quietWindow)
 	if m := read(t, f.ns).m; !m.Spec.Suspend {
-		t.Logf("self-heal reverted spec.suspend to Git")
-	} else {
-		t.Logf("self-heal kept spec.suspend: true (the file does not set the field): %s", readApp(t, f.app, modelName))
+		t.Errorf("self-heal reverted spec.suspend to Git; the docs say it keeps a field the file does not set")
 	}
+	if s := readApp(t, f.app, modelName); s.modelHealth != "Suspended" {
+		t.Errorf("the model reads %s %d s after the suspend action, want Suspended throughout: %s", s.modelHealth, int(quietWindow.Seconds()), s)
+	}
+	t.Logf("the Application's health while suspended: %v", suspended.stop())
 	f.action("resume")
 	f.await("Healthy after resume", func(s appState) bool { return s.health == "Healthy" && s.modelMessage == "Serving "+v2 })
 	f.quiet("suspend and resume actions")
@@ -201,6 +234,19 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	f.quiet("HPA scale-up")
 }
 
+// argocdSSAManager is the field manager of Argo CD's server-side apply
+// (argo-cd common.ArgoCDSSAManager).
+const argocdSSAManager = "argocd-controller"
+
+// managerOps lists an object's managedFields as manager/operation.
+func managerOps(o client.Object) []string {
+	var out []string
+	for _, e := range o.GetManagedFields() {
+		out = append(out, e.Manager+"/"+string(e.Operation))
+	}
+	return out
+}
+
 // argoModel is examples/openmedmodel.yaml at v1 with the suite's progress
 // deadline.
 func argoModel(t *testing.T) map[string]any {
@@ -233,6 +279,9 @@ func (f *argoFlow) files() map[string][]byte {
 		var app []byte
 		for _, u := range objs {
 			u.SetNamespace("")
+			if u.GetKind() == "ConfigMap" && f.note != "" {
+				_ = unstructured.SetNestedField(u.Object, f.note, "data", "openmed-note")
+			}
 			if u.GetKind() == "Deployment" {
 				unstructured.RemoveNestedField(u.Object, "spec", "replicas")
 				// A model server that warms up: new pods count as
@@ -247,6 +296,14 @@ func (f *argoFlow) files() map[string][]byte {
 			app = append(app, data...)
 		}
 		files["target.yaml"] = app
+	} else if f.note != "" {
+		cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": f.noteConfigMap()},
+			"data": map[string]any{"openmed-note": f.note}}
+		data, err := yaml.Marshal(cm)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		files["notes.yaml"] = data
 	}
 	return files
 }
@@ -273,12 +330,15 @@ func (f *argoFlow) await(what string, cond func(appState) bool) appState {
 }
 
 // quiet checks that no sync loop runs once a step settled: over the quiet
-// window neither Argo CD nor the operator changes the Deployment's or the
-// model's spec (their generations stay), and the operator corrects no
-// field. Argo CD's sync operations in the window are counted and logged
-// with what each applied: right after a sync, Argo CD's comparison can still
-// read the object from before it and self-heal the model once more with the
-// same revision, which changes nothing.
+// window neither Argo CD nor the operator changes the Deployment's spec
+// (the pod template with the operator's fields included) or the model's
+// spec, annotations and labels — compared by content, not by generation,
+// which an annotation-only write moves and a metadata-only revert does
+// not — and the operator corrects no field. At most one sync operation
+// runs in the window: right after a sync, Argo CD's comparison can still
+// read the object from before it and self-heal the model once more with
+// the same revision, which changes nothing; a self-heal loop re-applies
+// again and again.
 func (f *argoFlow) quiet(step string) {
 	f.t.Helper()
 	f.await("no sync operation running", func(s appState) bool { return s.operationPhase != "Running" && s.sync == "Synced" })
@@ -287,16 +347,103 @@ func (f *argoFlow) quiet(step string) {
 	before := read(f.t, f.ns)
 	time.Sleep(quietWindow)
 	after := read(f.t, f.ns)
-	if after.d.Generation != before.d.Generation || after.m.Generation != before.m.Generation {
-		f.t.Errorf("after %s: in %s of quiet the Deployment went from generation %d to %d and the model from %d to %d",
-			step, quietWindow, before.d.Generation, after.d.Generation, before.m.Generation, after.m.Generation)
+	for _, d := range quietDiff(before, after) {
+		f.t.Errorf("after %s: in %s of quiet %s", step, quietWindow, d)
 	}
 	if n := f.corrections() - drift; n != 0 {
 		f.t.Errorf("after %s: the operator corrected %d fields in %s of quiet: %v", step, n, quietWindow, eventMessages(f.t, f.ns, v1alpha1.DriftCorrectedReason))
 	}
 	added := f.syncs.list()[syncs:]
+	if len(added) > 1 {
+		f.t.Errorf("after %s: %d sync operations in %s of quiet (a self-heal loop): %v", step, len(added), quietWindow, added)
+	}
 	f.t.Logf("after %s: %d sync operations in all, %d in the %s quiet window %v; the spec of the Deployment and the model unchanged; %d operator corrections in all",
 		step, len(f.syncs.list()), len(added), quietWindow, added, drift)
+}
+
+// quietDiff lists what changed between two readings that a quiet window
+// must keep: the Deployment's spec, the model's spec, annotations and
+// labels.
+func quietDiff(before, after state) []string {
+	var out []string
+	if !equality.Semantic.DeepEqual(before.d.Spec, after.d.Spec) {
+		out = append(out, fmt.Sprintf("the Deployment's spec changed (generation %d -> %d)", before.d.Generation, after.d.Generation))
+	}
+	if !equality.Semantic.DeepEqual(before.m.Spec, after.m.Spec) {
+		out = append(out, fmt.Sprintf("the model's spec changed (generation %d -> %d)", before.m.Generation, after.m.Generation))
+	}
+	// Argo CD's client-side apply bookkeeping is not the model's metadata.
+	bookkept := func(a map[string]string) map[string]string {
+		a = maps.Clone(a)
+		delete(a, corev1.LastAppliedConfigAnnotation)
+		return a
+	}
+	if !maps.Equal(bookkept(before.m.Annotations), bookkept(after.m.Annotations)) || !maps.Equal(before.m.Labels, after.m.Labels) {
+		out = append(out, fmt.Sprintf("the model's metadata changed: annotations %v -> %v, labels %v -> %v", before.m.Annotations, after.m.Annotations, before.m.Labels, after.m.Labels))
+	}
+	return out
+}
+
+// anotherObject commits a change to another object of the Application
+// (the chart's ConfigMap; a ConfigMap of its own where the Application
+// holds only the model), waits until Argo CD synced that revision, and
+// checks that nothing of the model's Deployment moved: its spec with the
+// operator's fields as it was, no pod rolled, no correction by the
+// operator, the model untouched. With client-side apply Argo CD's sync
+// also rewrites the Deployment's last-applied-configuration annotation,
+// which moves its generation with an identical spec: compared by spec.
+func (f *argoFlow) anotherObject() {
+	f.t.Helper()
+	before := read(f.t, f.ns)
+	drift := f.corrections()
+	rsBefore := replicaSetNames(f.t, f.ns)
+	f.note = "changed in Git at " + time.Now().UTC().Format(time.RFC3339Nano)
+	rev := f.rig.git.commit(f.t, f.repo, "another object only", f.files())
+	f.await("synced to the commit of another object", func(s appState) bool {
+		return s.sync == "Synced" && s.revision == rev && s.operationPhase != "Running" && s.health == "Healthy"
+	})
+	eventually(f.t, "the ConfigMap carries the change", func() (bool, string) {
+		cm := &corev1.ConfigMap{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: f.noteConfigMap()}, cm); err != nil {
+			return false, err.Error()
+		}
+		return cm.Data["openmed-note"] == f.note, fmt.Sprint(cm.Data)
+	})
+	after := read(f.t, f.ns)
+	for _, d := range quietDiff(before, after) {
+		f.t.Errorf("a commit of another object only: %s", d)
+	}
+	rsAfter := replicaSetNames(f.t, f.ns)
+	if !slices.Equal(rsBefore, rsAfter) {
+		f.t.Errorf("a commit of another object only rolled pods: ReplicaSets %v -> %v", rsBefore, rsAfter)
+	}
+	if n := f.corrections() - drift; n != 0 {
+		f.t.Errorf("a commit of another object only: the operator corrected %d fields: %v", n, eventMessages(f.t, f.ns, v1alpha1.DriftCorrectedReason))
+	}
+	f.t.Logf("a commit of another object only: Deployment generation %d -> %d, spec unchanged, ReplicaSets %v", before.d.Generation, after.d.Generation, rsAfter)
+}
+
+// noteConfigMap is the ConfigMap anotherObject changes.
+func (f *argoFlow) noteConfigMap() string {
+	if f.l.withDeployment {
+		return modelName + "-config"
+	}
+	return "openmed-notes"
+}
+
+// replicaSetNames lists the ReplicaSets of the namespace, sorted.
+func replicaSetNames(t *testing.T, ns string) []string {
+	t.Helper()
+	var list appsv1.ReplicaSetList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, rs := range list.Items {
+		out = append(out, rs.Name)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // corrections counts the operator's DriftCorrected and FieldReplaced
@@ -323,13 +470,29 @@ func (f *argoFlow) appGet(health string) {
 	if err != nil {
 		f.t.Fatalf("argocd app get: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "OpenMedModel") || !strings.Contains(out, health) {
-		f.t.Errorf("argocd app get does not show the model %s:\n%s", health, out)
+	if got := appGetField(out, "Health Status"); got != health {
+		f.t.Errorf("argocd app get says Health Status %q, want %q:\n%s", got, health, out)
+	}
+	if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool {
+		fields := strings.Fields(line)
+		return len(fields) > 5 && fields[1] == "OpenMedModel" && fields[4] == "Synced" && fields[5] == health
+	}) {
+		f.t.Errorf("argocd app get has no OpenMedModel row with health %s:\n%s", health, out)
 	}
 	f.t.Logf("argocd app get %s (%s):\n%s", f.app, health, out)
 	if dir := os.Getenv("OPENMED_ARGOCD_OUTPUT"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, f.app+"-"+strings.ToLower(health)+".txt"), []byte(out), 0o644)
 	}
+}
+
+// appGetField is the value of a "Name:   value" line of argocd app get.
+func appGetField(out, name string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == name {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 // healthRecorder keeps every distinct health the Application reported.
