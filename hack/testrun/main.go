@@ -90,8 +90,10 @@ func main() {
 // prints, and returns each test's final action by "package test".
 func report(r io.Reader, w io.Writer) map[string]string {
 	results := map[string]string{}
-	// The output of each running test, printed only when it fails.
+	// The output of each running test, printed only when it fails, and
+	// the tests in the order they started.
 	output := map[string][]string{}
+	var order []string
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1024*1024), 16*1024*1024)
 	for sc.Scan() {
@@ -113,26 +115,44 @@ func report(r io.Reader, w io.Writer) map[string]string {
 				}
 				continue
 			}
+			if _, ok := output[key]; !ok {
+				order = append(order, key)
+			}
 			output[key] = append(output[key], e.Output)
 		case "build-output":
 			fmt.Fprint(w, e.Output)
 		case "pass", "skip", "fail":
+			if e.Test == "" && e.Action == "fail" {
+				// The package failed: whatever its tests printed and no
+				// test end reported (a panic, a timeout) is printed.
+				kept := order[:0]
+				for _, k := range order {
+					if !strings.HasPrefix(k, e.Package+" ") {
+						kept = append(kept, k)
+						continue
+					}
+					fmt.Fprint(w, strings.Join(output[k], ""))
+					delete(output, k)
+				}
+				order = kept
+			}
 			if e.Test != "" {
 				results[key] = e.Action
-				if e.Action == "fail" && !strings.Contains(e.Test, "/") {
-					// A top-level test prints with its subtests' lines.
-					for k, lines := range output {
-						if k == key || strings.HasPrefix(k, key+"/") {
-							fmt.Fprint(w, strings.Join(lines, ""))
-						}
-					}
-				}
 				if !strings.Contains(e.Test, "/") {
-					for k := range output {
-						if k == key || strings.HasPrefix(k, key+"/") {
-							delete(output, k)
+					// A top-level test ends: a failed one prints with its
+					// subtests' lines, in the order they started.
+					kept := order[:0]
+					for _, k := range order {
+						if k != key && !strings.HasPrefix(k, key+"/") {
+							kept = append(kept, k)
+							continue
 						}
+						if e.Action == "fail" {
+							fmt.Fprint(w, strings.Join(output[k], ""))
+						}
+						delete(output, k)
 					}
+					order = kept
 				}
 			}
 		}
