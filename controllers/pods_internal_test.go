@@ -113,12 +113,24 @@ func TestBakeJudgesRealPodLifecycles(t *testing.T) {
 	}
 	// After a reset that retries the version on the same pods, a restart
 	// from before the reset is the failure it retries, not a new one.
-	reset := fixtureVersion
-	reset.RetryStartedAt = fixtureBakeStart
-	for _, p := range pods {
-		if p.Name == "n-restarted-before-the-bake" {
-			if got := reset.Judge([]corev1.Pod{p}, fixtureBakeStart, at); got != (rollout.BakeVerdict{Serving: true}) {
-				t.Errorf("n-restarted-before-the-bake after a reset: %+v, want serving", got)
+	// Both times have a resolution of a second: a termination in the
+	// reset's own second is the failure it retries; one a second later is
+	// new.
+	for _, tc := range []struct {
+		retry time.Time
+		want  rollout.BakeVerdict
+	}{
+		{fixtureBakeStart, rollout.BakeVerdict{Serving: true}},
+		{time.Date(2026, 12, 1, 10, 0, 20, 700e6, time.UTC), rollout.BakeVerdict{Serving: true}},
+		{time.Date(2026, 12, 1, 10, 0, 19, 0, time.UTC), rollout.BakeVerdict{Failure: rollout.BakeContainerRestarted}},
+	} {
+		reset := fixtureVersion
+		reset.RetryStartedAt = tc.retry
+		for _, p := range pods {
+			if p.Name == "n-restarted-before-the-bake" {
+				if got := reset.Judge([]corev1.Pod{p}, fixtureBakeStart, at); got != tc.want {
+					t.Errorf("n-restarted-before-the-bake (finished 10:00:20) after a reset at %s: %+v, want %+v", tc.retry.Format(time.RFC3339Nano), got, tc.want)
+				}
 			}
 		}
 	}

@@ -226,6 +226,18 @@ func ReplicaSetOf(p *corev1.Pod, target string) bool {
 	return ref != nil && ref.Kind == "ReplicaSet" && hash != "" && ref.Name == target+"-"+hash
 }
 
+// retried reports whether a termination that finished at finished is from
+// before the reset that retries the version. Both times have a resolution
+// of a second (finishedAt from the kubelet, RetryStartedAt as the status
+// keeps it): a termination in the reset's own second is the failure the
+// reset retries — the person asked for the retry after seeing it.
+func (v BakeVersion) retried(finished time.Time) bool {
+	if v.RetryStartedAt.IsZero() || finished.IsZero() {
+		return false
+	}
+	return !finished.Truncate(time.Second).After(v.RetryStartedAt.Truncate(time.Second))
+}
+
 // Judge returns what the pods of v say of the bake that began at start
 // (the bake's own start, or the retry's): see the package comment on the
 // bake guard for what counts.
@@ -247,7 +259,7 @@ func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict 
 				continue
 			}
 			for _, t := range []*corev1.ContainerStateTerminated{c.LastTerminationState.Terminated, c.State.Terminated} {
-				if t == nil || (!t.FinishedAt.IsZero() && t.FinishedAt.Time.Before(v.RetryStartedAt)) {
+				if t == nil || v.retried(t.FinishedAt.Time) {
 					// Before the reset that retries the version: the
 					// failure it retries, judged by the bake that failed.
 					continue
