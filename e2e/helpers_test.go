@@ -143,14 +143,20 @@ func read(t *testing.T, ns string) state {
 // waitState polls until cond holds for the model and its target.
 func waitState(t *testing.T, ns, what string, cond func(state) bool) state {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
+	return waitStateWithin(t, ns, what, waitTimeout, cond)
+}
+
+// waitStateWithin is waitState with its own timeout.
+func waitStateWithin(t *testing.T, ns, what string, timeout time.Duration, cond func(state) bool) state {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
 	for {
 		s := read(t, ns)
 		if cond(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s\nshared operator log:\n%s", waitTimeout, what, s, localrun.Tail(shared.LogPath(), 20))
+			t.Fatalf("timed out after %s waiting for %s; last state: %s\nshared operator log:\n%s", timeout, what, s, localrun.Tail(shared.LogPath(), 20))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
-	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
 )
 
@@ -68,10 +67,7 @@ func TestBakeOnRealPodLifecycles(t *testing.T) {
 		if waiting.m.Status.Phase != v1alpha1.PhaseRollingOut || apimeta.IsStatusConditionTrue(waiting.m.Status.Conditions, v1alpha1.ReadyCondition) {
 			t.Errorf("while the node is lost: %s", waiting)
 		}
-		s := waitStateWithin(t, ns, "Ready at "+v2+" after the bake", 200*time.Second, func(s state) bool {
-			return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.ActiveVersion == v2 && settled(s.d) &&
-				len(s.m.Status.History) > 0 && s.m.Status.History[0].Version == v2
-		})
+		s := waitStateWithin(t, ns, "Ready at "+v2+" after the bake", 200*time.Second, bakedV2)
 		rec.stop()
 		noRollback(t, ns, rec, []string{v1Hash, v2Hash})
 		if on := podsOn(t, ns, v2Hash); slices.Contains(on, node) {
@@ -95,10 +91,7 @@ func TestBakeOnRealPodLifecycles(t *testing.T) {
 			p := getPod(t, ns, pod.Name)
 			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted", string(p.Status.Phase)
 		})
-		waitState(t, ns, "Ready at "+v2+" after the bake", func(s state) bool {
-			return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.ActiveVersion == v2 && settled(s.d) &&
-				len(s.m.Status.History) > 0 && s.m.Status.History[0].Version == v2
-		})
+		waitState(t, ns, "Ready at "+v2+" after the bake", bakedV2)
 		rec.stop()
 		noRollback(t, ns, rec, []string{v1Hash, v2Hash})
 	})
@@ -121,10 +114,7 @@ func TestBakeOnRealPodLifecycles(t *testing.T) {
 				return s != nil && s.RestartCount == 1, fmt.Sprintf("%+v", s)
 			})
 		}
-		waitState(t, ns, "Ready at "+v2+" after the bake", func(s state) bool {
-			return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.ActiveVersion == v2 && settled(s.d) &&
-				len(s.m.Status.History) > 0 && s.m.Status.History[0].Version == v2
-		})
+		waitState(t, ns, "Ready at "+v2+" after the bake", bakedV2)
 		rec.stop()
 		noRollback(t, ns, rec, []string{v1Hash, v2Hash})
 	})
@@ -222,6 +212,12 @@ func waitBaking(t *testing.T, ns string) {
 	})
 }
 
+// bakedV2 is v2 Ready and retained after its bake, every pod on its template.
+func bakedV2(s state) bool {
+	return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.ActiveVersion == v2 && settled(s.d) &&
+		len(s.m.Status.History) > 0 && s.m.Status.History[0].Version == v2
+}
+
 // noRollback checks that a bake ended Ready without a failure: no
 // RolledBack or Failed phase, no RolloutFailed event, and the templates
 // applied once each.
@@ -235,22 +231,6 @@ func noRollback(t *testing.T, ns string, rec *bakeRecorder, templates []string) 
 	}
 	if got := rec.templates(); !slices.Equal(got, templates) {
 		t.Errorf("pod templates %v, want %v", got, templates)
-	}
-}
-
-// waitStateWithin is waitState with its own timeout.
-func waitStateWithin(t *testing.T, ns, what string, timeout time.Duration, cond func(state) bool) state {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		s := read(t, ns)
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last state: %s\nshared operator log:\n%s", timeout, what, s, localrun.Tail(shared.LogPath(), 20))
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
