@@ -225,6 +225,13 @@ N ?= 100,1000
 bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory.
 	OPENMED_SCALE_N=$(N) go test -count=1 -timeout 90m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
 
+# MUTANTS="name ..." runs some of hack/mutants/mutants.tsv.
+MUTANTS ?=
+
+.PHONY: mutants
+mutants: clusterbin fluxbin argocdbin ## Break each claimed behaviour on purpose (hack/mutants) and check that its test fails.
+	hack/mutants/run.sh $(MUTANTS)
+
 .PHONY: chaos
 chaos: testbin ## The fault suite in full: 12 models under API faults (3 seeds), 10 SIGKILLs, a leader handover.
 	OPENMED_CHAOS=full go test -count=1 -timeout 90m -v -run TestChaos ./e2e/chaos | grep -v '^=== RUN'
