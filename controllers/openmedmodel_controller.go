@@ -108,6 +108,7 @@ type OpenMedModelReconciler struct {
 	modelLag  *cacheLag
 	targetLag *cacheLag
 	pods      *podStore
+	pending   *podStore
 
 	mu          sync.Mutex
 	rolloutFrom map[types.NamespacedName]time.Time
@@ -166,8 +167,12 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if err != nil {
 		return fmt.Errorf("pod store client: %w", err)
 	}
-	if r.pods, err = newPodStore(watcher, opts.Namespace); err != nil {
+	if r.pods, err = newBakePodStore(watcher, opts.Namespace); err != nil {
 		return fmt.Errorf("pod store: %w", err)
+	}
+	// The pods waiting for a node, in another (see pending.go).
+	if r.pending, err = newPendingPodStore(watcher, opts.Namespace); err != nil {
+		return fmt.Errorf("pending pod store: %w", err)
 	}
 
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
@@ -184,6 +189,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		Owns(&corev1.ConfigMap{}).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDeployment)).
 		WatchesRawSource(r.pods).
+		WatchesRawSource(r.pending).
 		WithOptions(copts).
 		Complete(r)
 }
@@ -472,6 +478,9 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	if observed.Deployment != nil && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
 		observed.Pods = r.pods.pods(rollout.OwnerKey(obj))
 		observed.NotReadyNodes = r.notReadyNodes(ctx, observed.Pods)
+	}
+	if observed.Deployment != nil {
+		observed.PendingPods = r.pending.pods(rollout.OwnerKey(obj))
 	}
 	if obj.UID != "" {
 		var cms corev1.ConfigMapList

@@ -2,10 +2,10 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -179,10 +179,18 @@ func (b *bakePod) pod() corev1.Pod {
 	return p
 }
 
-// same reports whether two kept pods say the same to the bake: an update
+func (b *bakePod) ownerKey() string { return b.owner }
+
+func (b *bakePod) wakes() bool { return true }
+
+// sameAs reports whether two kept pods say the same to the bake: an update
 // that changes nothing the bake reads (a new IP, a phase, a restart count
 // of a container whose termination is already kept) wakes no model.
-func (b *bakePod) same(o *bakePod) bool {
+func (b *bakePod) sameAs(other keptPod) bool {
+	o, ok := other.(*bakePod)
+	if !ok {
+		return false
+	}
 	if b.owner != o.owner || b.manifestHash != o.manifestHash || b.replicaSet != o.replicaSet || b.templateHash != o.templateHash ||
 		b.node != o.node || b.failed != o.failed || b.disrupted != o.disrupted ||
 		!b.CreationTimestamp.Equal(&o.CreationTimestamp) || !b.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
@@ -203,22 +211,45 @@ func (b *bakePod) same(o *bakePod) bool {
 	return true
 }
 
-// podOwnerIndex indexes the pod store by the owner annotation.
-const podOwnerIndex = "owner"
-
-// podStore is the informer of the pods that carry the bake label, in the
-// manager's namespace or all of them, holding bakePods; as a source it
-// wakes a pod's model and makes the controller wait for its first list.
-type podStore struct {
-	informer toolscache.SharedIndexInformer
+// keptPod is a pod as a pod store keeps it: a compact copy of what a
+// decision reads.
+type keptPod interface {
+	GetNamespace() string
+	GetName() string
+	// ownerKey is the pod's openmed.ai/model-resource annotation
+	// ("namespace/name"), or "" for a pod of no model.
+	ownerKey() string
+	// pod returns the kept fields as a corev1.Pod.
+	pod() corev1.Pod
+	// sameAs reports an update that changes nothing the store keeps for
+	// its decision: it wakes no model.
+	sameAs(keptPod) bool
+	// wakes reports whether the pod's arrival, change or departure wakes
+	// its model.
+	wakes() bool
 }
 
-// newPodStore builds the store on a watching client. It starts with the
-// controller (Start) and stops with it.
-func newPodStore(c client.WithWatch, namespace string) (*podStore, error) {
-	selector := labels.SelectorFromSet(labels.Set{v1alpha1.BakeLabel: "true"}).String()
+// podOwnerIndex indexes a pod store by the owner annotation.
+const podOwnerIndex = "owner"
+
+// podStore is an informer of the pods a selector picks, in the manager's
+// namespace or all of them, each kept compact (a keptPod) by its transform
+// and indexed by model; as a source it wakes a pod's model and makes the
+// controller wait for its first list.
+type podStore struct {
+	informer    toolscache.SharedIndexInformer
+	description string
+	// wakesSome: only some of the kept pods wake their model (keptPod
+	// wakes), so the store remembers which did.
+	wakesSome bool
+}
+
+// newPodStore builds the store on a watching client: the pods selector
+// picks, kept by transform. It starts with the controller (Start) and stops
+// with it.
+func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptions, transform toolscache.TransformFunc, description string) (*podStore, error) {
 	options := func(o metav1.ListOptions) *client.ListOptions {
-		o.LabelSelector = selector
+		o.LabelSelector, o.FieldSelector = selector.LabelSelector, selector.FieldSelector
 		return &client.ListOptions{Namespace: namespace, Limit: o.Limit, Continue: o.Continue, Raw: &o}
 	}
 	lw := &toolscache.ListWatch{
@@ -232,17 +263,24 @@ func newPodStore(c client.WithWatch, namespace string) (*podStore, error) {
 	}
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
 		Indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
-			if p, ok := obj.(*bakePod); ok && p.owner != "" {
-				return []string{p.owner}, nil
+			if p, ok := obj.(keptPod); ok && p.ownerKey() != "" {
+				return []string{p.ownerKey()}, nil
 			}
 			return nil, nil
 		}},
-		ObjectDescription: "pods of baking versions",
+		ObjectDescription: description,
 	})
-	if err := inf.SetTransform(compactPod); err != nil {
+	if err := inf.SetTransform(transform); err != nil {
 		return nil, err
 	}
-	return &podStore{informer: inf}, nil
+	return &podStore{informer: inf, description: description}, nil
+}
+
+// newBakePodStore is the store of the pods that carry the bake label,
+// kept as bakePods.
+func newBakePodStore(c client.WithWatch, namespace string) (*podStore, error) {
+	selector := labels.SelectorFromSet(labels.Set{v1alpha1.BakeLabel: "true"}).String()
+	return newPodStore(c, namespace, metav1.ListOptions{LabelSelector: selector}, compactPod, "pods of baking versions")
 }
 
 // pods returns the kept pods of the model owner ("namespace/name"), by
@@ -254,7 +292,7 @@ func (s *podStore) pods(owner string) []corev1.Pod {
 	}
 	out := make([]corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		if p, ok := o.(*bakePod); ok {
+		if p, ok := o.(keptPod); ok {
 			out = append(out, p.pod())
 		}
 	}
@@ -265,45 +303,62 @@ func (s *podStore) pods(owner string) []corev1.Pod {
 var _ source.TypedSyncingSource[reconcile.Request] = (*podStore)(nil)
 
 // Start runs the informer until ctx ends and enqueues the model of every
-// pod that was added, changed what the bake reads, or went.
+// pod that was added, changed what the store keeps, or went.
 func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	enqueue := func(obj any) {
+	// woke holds the pods that woke their model: their change or departure
+	// wakes it again even when what the watch delivers last (a pod that
+	// left the selection when it was bound) would not.
+	var mu sync.Mutex
+	woke := map[types.NamespacedName]bool{}
+	handle := func(obj any, gone bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
+			obj, gone = t.Obj, true
 		}
-		p, ok := obj.(*bakePod)
+		p, ok := obj.(keptPod)
 		if !ok {
 			return
 		}
-		if ns, name, ok := strings.Cut(p.owner, "/"); ok && ns == p.Namespace {
+		key := types.NamespacedName{Namespace: p.GetNamespace(), Name: p.GetName()}
+		mu.Lock()
+		wake := p.wakes() || woke[key]
+		if p.wakes() && !gone && s.wakesSome {
+			woke[key] = true
+		} else {
+			delete(woke, key)
+		}
+		mu.Unlock()
+		if !wake {
+			return
+		}
+		if ns, name, ok := strings.Cut(p.ownerKey(), "/"); ok && ns == p.GetNamespace() {
 			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 		}
 	}
 	if _, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
+		AddFunc: func(obj any) { handle(obj, false) },
 		UpdateFunc: func(oldObj, newObj any) {
-			o, ok1 := oldObj.(*bakePod)
-			n, ok2 := newObj.(*bakePod)
-			if ok1 && ok2 && o.same(n) {
+			o, ok1 := oldObj.(keptPod)
+			n, ok2 := newObj.(keptPod)
+			if ok1 && ok2 && n.sameAs(o) {
 				return
 			}
-			enqueue(newObj)
+			handle(newObj, false)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) { handle(obj, true) },
 	}); err != nil {
-		return fmt.Errorf("watch pods: %w", err)
+		return fmt.Errorf("watch %s: %w", s.description, err)
 	}
 	go s.informer.RunWithContext(ctx)
 	return nil
 }
 
-// WaitForSync waits for the first list: no pass judges a bake on a store
-// that has not seen the pods yet.
+// WaitForSync waits for the first list: no pass judges pods on a store
+// that has not seen them yet.
 func (s *podStore) WaitForSync(ctx context.Context) error {
 	if !toolscache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
-		return errors.New("the pod store did not sync")
+		return fmt.Errorf("the store of %s did not sync", s.description)
 	}
 	return nil
 }
 
-func (s *podStore) String() string { return "pods of baking versions" }
+func (s *podStore) String() string { return s.description }

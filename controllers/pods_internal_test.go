@@ -179,7 +179,7 @@ func TestCompactPodUpdatesThatWakeNoModel(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			edited := serving.DeepCopy()
 			tc.edit(edited)
-			if got := keep(serving.DeepCopy()).same(keep(edited)); got != tc.same {
+			if got := keep(serving.DeepCopy()).sameAs(keep(edited)); got != tc.same {
 				t.Errorf("same = %t, want %t", got, tc.same)
 			}
 		})

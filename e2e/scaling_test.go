@@ -160,6 +160,8 @@ type faceSample struct {
 	faces   []string
 	ready   string
 	summary string
+	// messages are the Go and Lua health checks' messages.
+	messages []string
 	// rv is the version's resourceVersion (the API server's etcd
 	// revision, which orders it with the Deployment's versions).
 	rv int64
@@ -208,9 +210,11 @@ func startFaceWatch(t *testing.T, ns string) *faceWatch {
 			goFace := health.Assess(u)
 			smp.argo[goFace.Code] = true
 			record("go", stringer(goFace.Code))
+			smp.messages = append(smp.messages, goFace.Message)
 			if lua, err := argocd.LuaHealth(u); err == nil {
 				smp.argo[health.Code(lua.Status)] = true
 				record("lua", stringer(lua.Status))
+				smp.messages = append(smp.messages, lua.Message)
 			} else {
 				smp.err += "lua: " + err.Error() + "; "
 			}

@@ -21,10 +21,14 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -207,6 +211,11 @@ type Result struct {
 	// OnFailure says what happens when the rollout this commit starts
 	// exceeds its progress deadline.
 	OnFailure string `json:"onFailure,omitempty"`
+	// Capacity says what the rollout this commit starts needs beyond what
+	// the model's pods hold: the surge pods (maxSurge) with the requests
+	// of the target's pod template ("" when it starts none or the pods
+	// request nothing). With scarce GPUs a surge pod waits for one.
+	Capacity string `json:"capacity,omitempty"`
 	// Events are the reasons of the events the passes record.
 	Events []string `json:"events,omitempty"`
 
@@ -277,7 +286,65 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 	sort.Strings(res.Release)
 	res.OnFailure = onFailure(cur, plan)
 	res.Bake = bake(cur, plan)
+	res.Capacity = capacity(cur, observed.Deployment, plan)
 	return res
+}
+
+// capacity describes what the rollout plan starts needs beyond the pods
+// the model holds: maxSurge pods (resolved on the replicas, rounded up, as
+// the Deployment controller does) with the pod template's requests.
+func capacity(obj *v1alpha1.OpenMedModel, dep *appsv1.Deployment, plan rollout.Plan) string {
+	if plan.Status.Phase != v1alpha1.PhaseRollingOut || plan.ApplyDeployment == nil || dep == nil {
+		return ""
+	}
+	desired, err := rollout.Normalize(obj)
+	if err != nil {
+		return ""
+	}
+	replicas := ptr.Deref(dep.Spec.Replicas, 1)
+	if desired.Replicas != nil {
+		replicas = *desired.Replicas
+	}
+	surge, err := intstr.GetScaledValueFromIntOrPercent(&desired.RolloutStrategy.MaxSurge, int(replicas), true)
+	if err != nil || surge <= 0 {
+		return ""
+	}
+	requests := corev1.ResourceList{}
+	for _, c := range dep.Spec.Template.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			sum := requests[name]
+			sum.Add(q)
+			requests[name] = sum
+		}
+		for name, q := range c.Resources.Limits {
+			// A limit without a request is the request (the API server
+			// defaults it so; a GPU is usually given by its limit alone).
+			if _, ok := c.Resources.Requests[name]; !ok {
+				sum := requests[name]
+				sum.Add(q)
+				requests[name] = sum
+			}
+		}
+	}
+	if len(requests) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(requests))
+	for name := range requests {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	each := make([]string, 0, len(names))
+	for _, name := range names {
+		q := requests[corev1.ResourceName(name)]
+		each = append(each, fmt.Sprintf("%s %s", name, q.String()))
+	}
+	pods := "pod"
+	if surge > 1 {
+		pods = "pods"
+	}
+	return fmt.Sprintf("%d %s more than its %d replicas while the pods roll (maxSurge %s), each requesting %s; until a node has that free, the rollout waits (Ready=False/%s)",
+		surge, pods, replicas, desired.RolloutStrategy.MaxSurge.String(), strings.Join(each, ", "), v1alpha1.UnschedulableReason)
 }
 
 // onFailure says what the operator does when the rollout the plan starts

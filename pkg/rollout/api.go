@@ -43,6 +43,14 @@ type Observed struct {
 	// containers' terminations (the operator's pod store keeps no more).
 	Pods []corev1.Pod
 
+	// PendingPods are the pods of the target that carry this resource's
+	// owner annotation and have no node yet (spec.nodeName empty, phase
+	// Pending), as the operator's pending-pod store keeps them: the owner
+	// and manifest-hash annotations, the creation time and the PodScheduled
+	// condition. A rollout whose new pod the scheduler reports
+	// Unschedulable says so, with the scheduler's message.
+	PendingPods []corev1.Pod
+
 	// NotReadyNodes are the nodes, among those of the baking version's
 	// unready pods, whose Ready condition is not True (a lost node, an
 	// unreachable one): the bake waits them out instead of failing.

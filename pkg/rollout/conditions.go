@@ -56,6 +56,7 @@ const (
 	MsgTargetPaused           = "Target Deployment is paused; the rollout continues when it is resumed."
 	MsgRetryStarted           = "The failed desired spec is being tried again."
 	MsgWaitingForController   = "Waiting for the Deployment controller to observe the target's latest generation."
+	MsgUnschedulable          = "A pod of the version being rolled out cannot be scheduled: no node has what it requests free."
 	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
 	MsgBaking                 = "The desired version rolled out and bakes before it is Ready."
 	MsgBakingNodeNotReady     = "The desired version bakes; a pod of it is unready on a node that is not Ready (the cluster's failure, not the version's): the bake waits until the pod is Ready again or replaced."
@@ -80,24 +81,30 @@ const (
 	MsgReleaseRejectedBy  = "The API server rejected the release of the target Deployment"
 	MsgPruneRejectedBy    = "The API server rejected the deletion of a superseded manifest ConfigMap"
 
-	EventMsgTargetNotFound      = "Target Deployment was not found; reconciliation will retry."
-	EventMsgContainerNotFound   = "Target Deployment does not contain the configured container."
-	EventMsgTargetConflict      = "Target Deployment is already managed by another OpenMedModel."
-	EventMsgRolloutStarted      = "Model manifest pointer changed; warm-pool rollout started."
-	EventMsgRolloutSucceeded    = "Desired model version is available and warm."
-	EventMsgRolloutFailed       = "Kubernetes reported that the model rollout exceeded its deadline."
-	EventMsgBaking              = "The model version rolled out and bakes before it is Ready."
-	EventMsgBakeFailed          = "The model version failed its bake (%s)."
-	EventMsgAutoRollbackStarted = "Automatic rollback to the last successful version started."
-	EventMsgManualRollback      = "Manual rollback to a retained successful version started."
-	EventMsgRollbackSucceeded   = "Retained successful model version is available."
-	EventMsgRollbackFailed      = "Kubernetes reported that the rollback exceeded its deadline."
-	EventMsgRollbackRejected    = "Requested rollback target is not one of the retained successful versions."
-	EventMsgModelRemoved        = "Model manifest pointer was removed from the target Deployment."
-	EventMsgRemovalSkipped      = "Resources owned by another controller were left unchanged."
-	EventMsgDriftCorrected      = "Restored Deployment fields the operator owns"
-	EventMsgFieldReplaced       = "Replaced Deployment values that made the model pointer invalid"
-	EventMsgOwnershipConflict   = "Another field manager keeps reverting a Deployment field the operator owns"
+	EventMsgTargetNotFound    = "Target Deployment was not found; reconciliation will retry."
+	EventMsgContainerNotFound = "Target Deployment does not contain the configured container."
+	EventMsgTargetConflict    = "Target Deployment is already managed by another OpenMedModel."
+	EventMsgRolloutStarted    = "Model manifest pointer changed; warm-pool rollout started."
+	EventMsgRolloutSucceeded  = "Desired model version is available and warm."
+	EventMsgRolloutFailed     = "Kubernetes reported that the model rollout exceeded its deadline."
+	// EventMsgRolloutFailedPrefix begins the event of a rollout that
+	// exceeded its deadline while a pod of it could not be scheduled; the
+	// pod and the scheduler's message follow.
+	EventMsgRolloutFailedPrefix = "Kubernetes reported that the model rollout exceeded its deadline: "
+	// MsgUnschedulableFailedPrefix begins Degraded's message for the same.
+	MsgUnschedulableFailedPrefix = "The rollout exceeded its progress deadline: "
+	EventMsgBaking               = "The model version rolled out and bakes before it is Ready."
+	EventMsgBakeFailed           = "The model version failed its bake (%s)."
+	EventMsgAutoRollbackStarted  = "Automatic rollback to the last successful version started."
+	EventMsgManualRollback       = "Manual rollback to a retained successful version started."
+	EventMsgRollbackSucceeded    = "Retained successful model version is available."
+	EventMsgRollbackFailed       = "Kubernetes reported that the rollback exceeded its deadline."
+	EventMsgRollbackRejected     = "Requested rollback target is not one of the retained successful versions."
+	EventMsgModelRemoved         = "Model manifest pointer was removed from the target Deployment."
+	EventMsgRemovalSkipped       = "Resources owned by another controller were left unchanged."
+	EventMsgDriftCorrected       = "Restored Deployment fields the operator owns"
+	EventMsgFieldReplaced        = "Replaced Deployment values that made the model pointer invalid"
+	EventMsgOwnershipConflict    = "Another field manager keeps reverting a Deployment field the operator owns"
 )
 
 // cond is one condition value without its bookkeeping fields.
@@ -254,6 +261,12 @@ var (
 	bakingNoPodsTuple = tuple{
 		ready:       f(v1alpha1.BakingReason, MsgBakingNoPods),
 		progressing: t(v1alpha1.BakingReason, MsgBakingNoPods),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	unschedulableTuple = tuple{
+		ready:       f(v1alpha1.UnschedulableReason, MsgUnschedulable),
+		progressing: t(v1alpha1.UnschedulableReason, MsgUnschedulable),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	}

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -654,6 +655,16 @@ func (d *decider) awaitController(ours bool) {
 // when the progress in the Reconciling message moved (summarize).
 func (d *decider) rolling() {
 	d.inFlight()
+	if pod, msg := d.unschedulable(d.st.ManifestHash); pod != "" {
+		// A new pod waits for a node: progress, said with the scheduler's
+		// reason, once per rollout as an event.
+		d.st.Phase = v1alpha1.PhaseRollingOut
+		d.st.AppliedSpecHash = d.hash
+		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.UnschedulableReason,
+			fmt.Sprintf("Pod %s of %s cannot be scheduled: %s", pod, d.desired.Version, msg), v1alpha1.UnschedulableReason)
+		d.conditions(unschedulableTuple, reconciling)
+		return
+	}
 	if d.old.Phase == v1alpha1.PhaseRollingOut && rolloutReported(d.old) {
 		return
 	}
@@ -750,7 +761,26 @@ func (d *decider) unavailable(ks kstatus) {
 // write would let the next pass apply the failed spec again. The next pass
 // reads the record and applies the rollback (monitor).
 func (d *decider) rolloutFailed() {
+	if pod, msg := d.unschedulable(d.st.ManifestHash); pod != "" {
+		// The deadline passed while a pod of the version waited for a
+		// node: the failure names what the scheduler could not find.
+		cause := fmt.Sprintf("pod %s of %s could not be scheduled: %s", pod, d.desired.Version, msg)
+		d.rolloutFailedWith(EventMsgRolloutFailedPrefix+cause, v1alpha1.UnschedulableReason, MsgUnschedulableFailedPrefix+cause)
+		return
+	}
 	d.rolloutFailedWith(EventMsgRolloutFailed, "", "")
+}
+
+// failureCause keeps, while the failed spec is held, the cause a failed
+// rollout recorded in Degraded (a pod that could not be scheduled), in
+// place of the tuple's general one: the status says why the version
+// failed for as long as it holds it, not only in the pass that saw it.
+func (d *decider) failureCause(tp tuple) tuple {
+	c := apimeta.FindStatusCondition(d.old.Conditions, v1alpha1.DegradedCondition)
+	if c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.UnschedulableReason && d.st.FailedSpecHash == d.hash {
+		tp.degraded = t(c.Reason, c.Message)
+	}
+	return tp
 }
 
 // rolloutFailedWith is rolloutFailed with the event's message and, when
@@ -793,7 +823,7 @@ func (d *decider) heldAfterFailure() {
 		d.monitor(*d.st.RollbackSpec, false)
 		return
 	}
-	tp := failedTuple
+	tp := d.failureCause(failedTuple)
 	if conditionIs(d.old, v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.BakeFailedReason) {
 		// The spec failed its bake: every pass that holds it says so.
 		tp.degraded = t(v1alpha1.BakeFailedReason, MsgBakeFailed)
@@ -808,9 +838,9 @@ func (d *decider) heldAfterFailure() {
 // reports false when a manifest conflict blocks the rollback.
 func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 	dep := d.obs.Deployment
-	inProgress, done := rollbackMonitorTuple, rollbackSucceededTuple
+	inProgress, done, failed := d.failureCause(rollbackMonitorTuple), d.failureCause(rollbackSucceededTuple), d.failureCause(rollbackFailedTuple)
 	if manual {
-		inProgress, done = manualRollbackTuple, manualHeldTuple
+		inProgress, done, failed = manualRollbackTuple, manualHeldTuple, rollbackFailedTuple
 	}
 	d.st.Phase = v1alpha1.PhaseRolledBack
 	p := d.pointerFor(r)
@@ -836,7 +866,7 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 	case d.deploymentFailed(dep, time.Time{}):
 		d.st.Phase = v1alpha1.PhaseFailed
 		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.RollbackFailedReason, EventMsgRollbackFailed, v1alpha1.RollbackFailedReason)
-		d.conditions(rollbackFailedTuple, stalled)
+		d.conditions(failed, stalled)
 		d.prune()
 	case RolloutComplete(dep):
 		if !conditionIs(d.old, v1alpha1.RolledBackCondition, metav1.ConditionTrue, "") {

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -118,6 +119,10 @@ func deepCopyObserved(o Observed) Observed {
 	for i := range o.Pods {
 		out.Pods = append(out.Pods, *o.Pods[i].DeepCopy())
 	}
+	for i := range o.PendingPods {
+		out.PendingPods = append(out.PendingPods, *o.PendingPods[i].DeepCopy())
+	}
+	out.NotReadyNodes = slices.Clone(o.NotReadyNodes)
 	if o.Failure != nil {
 		f := *o.Failure
 		out.Failure = &f
@@ -281,6 +286,18 @@ func (c *cluster) observed() Observed {
 	for _, p := range pods.Items {
 		if p.Annotations[v1alpha1.ModelResourceAnnotation] == OwnerKey(c.obj) {
 			obs.Pods = append(obs.Pods, p)
+		}
+	}
+	// The pods without a node, as the operator's pending-pod store selects
+	// them (by field, on the API server).
+	var pending corev1.PodList
+	if err := env.Client.List(context.Background(), &pending, client.InNamespace(c.ns),
+		client.MatchingFieldsSelector{Selector: fields.ParseSelectorOrDie("spec.nodeName=,status.phase=Pending")}); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, p := range pending.Items {
+		if p.Annotations[v1alpha1.ModelResourceAnnotation] == OwnerKey(c.obj) {
+			obs.PendingPods = append(obs.PendingPods, p)
 		}
 	}
 	names := []string{}

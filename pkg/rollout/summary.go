@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -62,16 +63,20 @@ func (d *decider) summary(typ, reason string) string {
 			return fmt.Sprintf("Held at %s on Deployment %s by the %s annotation; remove it to roll out %s",
 				active, target, v1alpha1.RollbackToAnnotation, desired)
 		case typ == v1alpha1.StalledCondition:
-			return fmt.Sprintf("%s failed on Deployment %s; serving the retained %s; change the spec or set %s to retry",
-				desired, target, active, v1alpha1.ResetRequestAnnotation)
+			return fmt.Sprintf("%s failed on Deployment %s%s; serving the retained %s; change the spec or set %s to retry",
+				desired, target, d.failureCauseNote(), active, v1alpha1.ResetRequestAnnotation)
 		default:
-			return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s", target, rollback, desired, d.progress(d.rollbackHash()))
+			return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s%s", target, rollback, desired, d.progress(d.rollbackHash()),
+				d.unschedulableNote(d.rollbackHash()))
 		}
 	case v1alpha1.ManualRollbackReason:
-		return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s", target, rollback, v1alpha1.RollbackToAnnotation, d.progress(d.rollbackHash()))
+		return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s%s", target, rollback, v1alpha1.RollbackToAnnotation, d.progress(d.rollbackHash()),
+			d.unschedulableNote(d.rollbackHash()))
+	case v1alpha1.UnschedulableReason:
+		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.unschedulableNote(d.st.ManifestHash), serving)
 	case v1alpha1.RolloutFailedReason:
-		return fmt.Sprintf("%s failed on Deployment %s and no retained version is serving; change the spec or set %s to retry",
-			desired, target, v1alpha1.ResetRequestAnnotation)
+		return fmt.Sprintf("%s failed on Deployment %s%s and no retained version is serving; change the spec or set %s to retry",
+			desired, target, d.failureCauseNote(), v1alpha1.ResetRequestAnnotation)
 	case v1alpha1.RollbackFailedReason:
 		return fmt.Sprintf("Rollback of Deployment %s to %s failed after %s failed", target, rollback, desired)
 	case v1alpha1.TargetNotFoundReason:
@@ -123,6 +128,16 @@ func (d *decider) summary(typ, reason string) string {
 		return fmt.Sprintf("The API server rejected the model pointer for Deployment %s%s; retrying until the cause is fixed", target, d.failureDetail())
 	case v1alpha1.ReleaseFailedReason:
 		return fmt.Sprintf("Releasing Deployment %s failed%s; retrying", d.releasedTarget(), d.failureDetail())
+	}
+	return ""
+}
+
+// failureCauseNote is ": " and the cause of the desired version's failure
+// that Degraded records (a pod that could not be scheduled), or "".
+func (d *decider) failureCauseNote() string {
+	if c := meta.FindStatusCondition(d.st.Conditions, v1alpha1.DegradedCondition); c != nil && c.Status == metav1.ConditionTrue &&
+		c.Reason == v1alpha1.UnschedulableReason {
+		return ": " + strings.TrimPrefix(c.Message, MsgUnschedulableFailedPrefix)
 	}
 	return ""
 }

@@ -122,7 +122,7 @@ func TestGetStructuredOutput(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
-	for _, fixture := range []string{"ready.yaml", "rolled_back.yaml", "reference_failed.yaml", "new.yaml", "rolling_out.yaml"} {
+	for _, fixture := range []string{"ready.yaml", "rolled_back.yaml", "reference_failed.yaml", "new.yaml", "rolling_out.yaml", "unschedulable.yaml"} {
 		t.Run(fixture, func(t *testing.T) {
 			create(t, fixture, "models", "clinical-ner")
 			res := run(t, "describe", "clinical-ner")
@@ -147,6 +147,16 @@ func TestDescribe(t *testing.T) {
 		}
 		if !strings.Contains(res.stdout, "RollingOut (baking, 14s left)") || !strings.Contains(res.stdout, "Progressing") {
 			t.Errorf("get does not show the time left:\n%s", res.stdout)
+		}
+	})
+	t.Run("unschedulable", func(t *testing.T) {
+		create(t, "unschedulable.yaml", "models", "clinical-ner")
+		res := run(t, "get", "clinical-ner")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		if !strings.Contains(res.stdout, "RollingOut (a pod cannot be scheduled)") || !strings.Contains(res.stdout, "Progressing") {
+			t.Errorf("get does not show the pod that waits for a node:\n%s", res.stdout)
 		}
 	})
 	t.Run("missing", func(t *testing.T) {

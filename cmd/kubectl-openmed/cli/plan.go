@@ -519,6 +519,9 @@ func printPlan(w io.Writer, res *preview.Result) {
 	if res.Bake != "" {
 		fmt.Fprintf(w, "  bake:        %s\n", res.Bake)
 	}
+	if res.Capacity != "" {
+		fmt.Fprintf(w, "  capacity:    %s\n", res.Capacity)
+	}
 	if res.OnFailure != "" {
 		fmt.Fprintf(w, "  on failure:  %s\n", res.OnFailure)
 	}

@@ -73,6 +73,10 @@ func phaseCell(m *v1alpha1.OpenMedModel, now time.Time) string {
 	if _, left, ok := bakeLeft(m, now); ok {
 		return fmt.Sprintf("%s (baking, %s left)", m.Status.Phase, duration.HumanDuration(left))
 	}
+	if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
+		c.Reason == v1alpha1.UnschedulableReason {
+		return fmt.Sprintf("%s (a pod cannot be scheduled)", m.Status.Phase)
+	}
 	return orNone(string(m.Status.Phase))
 }
 

@@ -65,6 +65,12 @@ const (
 	// BakeFailedReason: a pod of the baking version restarted a container,
 	// was OOM-killed or stayed unready: a failed rollout.
 	BakeFailedReason = "BakeFailed"
+	// UnschedulableReason: a pod of the version being rolled out (or
+	// rolled back to) waits for a node: the scheduler reports it
+	// unschedulable (PodScheduled=False, reason Unschedulable), most often
+	// because no node has the resources it requests free (a GPU). Progress
+	// that waits, not a failure, until the progress deadline passes.
+	UnschedulableReason = "Unschedulable"
 	// TargetPausedReason: the target Deployment is paused, so the model's
 	// rollout waits until its owner resumes it.
 	TargetPausedReason = "TargetPaused"

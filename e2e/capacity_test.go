@@ -1,0 +1,251 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+
+	"github.com/openmed/openmed-operator/health"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// gpu is the extended resource the model server requests, as NVIDIA's
+// device plugin advertises it.
+const gpu corev1.ResourceName = "nvidia.com/gpu"
+
+// TestScarceGPU: with the defaults (maxSurge 1, maxUnavailable 0) a rollout
+// needs one GPU more than the model holds. On a node of 3 GPUs, 2 held by
+// the model and the third by another team's workload, the real scheduler reports the surge pod Unschedulable; the model
+// says so, naming the resource, as progress in every face until the
+// deadline, and the failure at the deadline names it too. A GPU freed by
+// another workload lets the rollout finish by itself (issue 27).
+func TestScarceGPU(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+
+	t.Run("deadline-names-the-capacity", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		joinGPUNode(t, ns, 3)
+		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
+		fillPool(t, ns)
+		v2Hash := hashOf(t, v2)
+		faces := startFaceWatch(t, ns)
+		upgrade(t, ns, v2, 20)
+
+		s := waitState(t, ns, "the model saying a pod of "+v2+" cannot be scheduled", func(s state) bool {
+			return s.snap.Condition(v1alpha1.ReadyCondition) == "False/"+v1alpha1.UnschedulableReason
+		})
+		msg := reconcilingMessage(s.m)
+		pod := unschedulablePod(t, ns, v2Hash)
+		verdict := podScheduled(pod)
+		for _, want := range []string{pod.Name, "Insufficient " + string(gpu)} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("Reconciling message %q does not name %q", msg, want)
+			}
+		}
+		said := apimeta.FindStatusCondition(s.m.Status.Conditions, v1alpha1.ReadyCondition).LastTransitionTime
+		// Known from the pod watch, not from the 15 s timer of a rollout
+		// in flight: both times are the cluster's, to the second.
+		lag := said.Sub(verdict.LastTransitionTime.Time)
+		t.Logf("the scheduler's verdict at %s (%q); the model said it at %s: %s later", verdict.LastTransitionTime.UTC().Format(time.RFC3339),
+			verdict.Message, said.UTC().Format(time.RFC3339), lag)
+		if lag > 10*time.Second {
+			t.Errorf("the model said Unschedulable %s after the scheduler: not woken by the pod", lag)
+		}
+
+		failed := waitStateWithin(t, ns, "rolled back with the failure naming the GPU", time.Minute, func(s state) bool {
+			return s.m.Status.Phase == v1alpha1.PhaseRolledBack &&
+				s.snap.Condition(v1alpha1.DegradedCondition) == "True/"+v1alpha1.UnschedulableReason
+		})
+		degraded := apimeta.FindStatusCondition(failed.m.Status.Conditions, v1alpha1.DegradedCondition)
+		if !strings.Contains(degraded.Message, "Insufficient "+string(gpu)) || !strings.Contains(degraded.Message, "progress deadline") {
+			t.Errorf("Degraded after the deadline: %q", degraded.Message)
+		}
+		if m := eventMessages(t, ns, v1alpha1.RolloutFailedReason); len(m) != 1 || !strings.Contains(m[0], "Insufficient "+string(gpu)) {
+			t.Errorf("RolloutFailed events: %q", m)
+		}
+		if n := countEvents(t, ns, v1alpha1.UnschedulableReason); n != 1 {
+			t.Errorf("%d Unschedulable events, want 1", n)
+		}
+		held := waitState(t, ns, "held at "+v1, func(s state) bool {
+			return apimeta.IsStatusConditionTrue(s.m.Status.Conditions, v1alpha1.RolledBackCondition) && settled(s.d)
+		})
+		stalled := apimeta.FindStatusCondition(held.m.Status.Conditions, v1alpha1.StalledCondition)
+		if stalled == nil || !strings.Contains(stalled.Message, "Insufficient "+string(gpu)) {
+			t.Errorf("the held model's Stalled does not name the GPU: %+v", stalled)
+		}
+		// Every stored version from the upgrade on: while a pod waited
+		// and before the deadline, Progressing with the message in Argo
+		// CD's faces and InProgress in kstatus and CEL; never Degraded.
+		samples := faces.stop(t, held.m.ResourceVersion)
+		var waiting int
+		for _, smp := range samples {
+			if smp.err != "" {
+				t.Errorf("%s: %s", smp.summary, smp.err)
+			}
+			if strings.HasPrefix(smp.ready, "False/RolledBack") {
+				break
+			}
+			if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] {
+				t.Errorf("before the deadline: %s %v", smp.summary, smp.faces)
+			}
+			if smp.ready != "False/"+v1alpha1.UnschedulableReason {
+				continue
+			}
+			waiting++
+			if len(smp.argo) != 1 || !smp.argo[health.Progressing] || len(smp.ks) != 1 || !smp.ks[kstatus.InProgressStatus] {
+				t.Errorf("while a pod waits for a GPU: %s %v", smp.summary, smp.faces)
+			}
+			for _, m := range smp.messages {
+				if !strings.Contains(m, "Insufficient "+string(gpu)) {
+					t.Errorf("an Argo CD face's message does not name the GPU: %q", m)
+				}
+			}
+		}
+		if waiting == 0 {
+			t.Errorf("no stored version read Unschedulable: %d versions", len(samples))
+		}
+	})
+
+	t.Run("a-freed-gpu-lets-it-finish", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		joinGPUNode(t, ns, 3)
+		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
+		other := fillPool(t, ns)
+		upgrade(t, ns, v2, 300)
+		waitState(t, ns, "the model waiting for a GPU", func(s state) bool {
+			return s.snap.Condition(v1alpha1.ReadyCondition) == "False/"+v1alpha1.UnschedulableReason
+		})
+		if err := k8s.Delete(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+		freed := time.Now()
+		s := waitServing(t, ns, v2)
+		t.Logf("Ready at %s %s after the other workload's GPU was freed", v2, time.Since(freed).Round(100*time.Millisecond))
+		if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
+			t.Errorf("the rollout failed on its way: %s", s)
+		}
+	})
+}
+
+// fillPool takes the last free GPU of the test's pool with another team's
+// workload (one pod, one GPU) and waits until it runs: the model's 2 pods
+// hold the other two, and its next rollout has none to surge into.
+func fillPool(t *testing.T, ns string) *appsv1.Deployment {
+	t.Helper()
+	other := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "another-team"},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "another-team"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "another-team"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "trainer:1"}}}}},
+	}
+	pinToPool(other, ns)
+	requestGPU(other)
+	if err := k8s.Create(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "another team's pod running on the last GPU", func() (bool, string) {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(other), d); err != nil {
+			return false, err.Error()
+		}
+		return d.Status.AvailableReplicas == 1, fmt.Sprintf("%d available", d.Status.AvailableReplicas)
+	})
+	return other
+}
+
+// joinGPUNode is joinNode with gpus GPUs allocatable on the node.
+func joinGPUNode(t *testing.T, pool string, gpus int64) string {
+	t.Helper()
+	name := joinNode(t, pool)
+	list := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("110"), gpu: *resource.NewQuantity(gpus, resource.DecimalSI),
+	}
+	n := &corev1.Node{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Capacity, n.Status.Allocatable = list, list
+	if err := k8s.Status().Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, fmt.Sprintf("%d GPUs allocatable on %s", gpus, name), func() (bool, string) {
+		n := &corev1.Node{}
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, n); err != nil {
+			return false, err.Error()
+		}
+		q := n.Status.Allocatable[gpu]
+		return q.Value() == gpus, q.String()
+	})
+	return name
+}
+
+// requestGPU makes every container of d request (and be limited to) one
+// GPU, as a model server's chart does.
+func requestGPU(d *appsv1.Deployment) {
+	for i := range d.Spec.Template.Spec.Containers {
+		c := &d.Spec.Template.Spec.Containers[i]
+		one := resource.MustParse("1")
+		if c.Resources.Limits == nil {
+			c.Resources.Limits = corev1.ResourceList{}
+		}
+		if c.Resources.Requests == nil {
+			c.Resources.Requests = corev1.ResourceList{}
+		}
+		c.Resources.Limits[gpu], c.Resources.Requests[gpu] = one, one
+	}
+}
+
+// upgrade sets the version and the progress deadline, as a commit would.
+func upgrade(t *testing.T, ns, version string, deadline int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"version":%q,"rolloutStrategy":{"progressDeadlineSeconds":%d}}}`, version, deadline)
+	m := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: modelName}}
+	if err := k8s.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unschedulablePod is the pod of the version whose manifest hash is hash
+// that the scheduler reports unschedulable.
+func unschedulablePod(t *testing.T, ns, hash string) corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if c := podScheduled(p); p.Annotations[v1alpha1.ManifestHashAnnotation] == hash && c != nil &&
+			c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return p
+		}
+	}
+	t.Fatalf("no unschedulable pod of %s in %s", hash, ns)
+	return corev1.Pod{}
+}
+
+func podScheduled(p corev1.Pod) *corev1.PodCondition {
+	for i, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}

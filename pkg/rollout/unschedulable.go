@@ -1,0 +1,65 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// MaxSchedulerMessage bounds the scheduler's message in the status and the
+// event: it lists every reason of every node pool ("0/40 nodes are
+// available: 12 Insufficient nvidia.com/gpu, 28 node(s) had untolerated
+// taint …"), which is long on a large cluster.
+const MaxSchedulerMessage = 300
+
+// Unschedulable returns the pod's PodScheduled condition when the
+// scheduler reported it unschedulable (status False, reason Unschedulable)
+// and the pod is still waiting for a node; otherwise nil.
+func Unschedulable(p *corev1.Pod) *corev1.PodCondition {
+	if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+		return nil
+	}
+	for i, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// unschedulable names the pod of the template carrying manifestHash that
+// has waited longest for a node the scheduler could not find, and the
+// scheduler's message (bounded), or "" when no such pod waits.
+func (d *decider) unschedulable(manifestHash string) (pod, message string) {
+	if manifestHash == "" {
+		return "", ""
+	}
+	var since time.Time
+	for i := range d.obs.PendingPods {
+		p := &d.obs.PendingPods[i]
+		if p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash || p.Annotations[v1alpha1.ModelResourceAnnotation] != OwnerKey(d.obj) {
+			continue
+		}
+		c := Unschedulable(p)
+		if c == nil {
+			continue
+		}
+		if pod == "" || c.LastTransitionTime.Time.Before(since) || (c.LastTransitionTime.Time.Equal(since) && p.Name < pod) {
+			pod, message, since = p.Name, Shorten(c.Message, MaxSchedulerMessage), c.LastTransitionTime.Time
+		}
+	}
+	return pod, message
+}
+
+// unschedulableNote is what a rollout's or rollback's message adds while a
+// pod of the template carrying manifestHash cannot be scheduled.
+func (d *decider) unschedulableNote(manifestHash string) string {
+	pod, msg := d.unschedulable(manifestHash)
+	if pod == "" {
+		return ""
+	}
+	return fmt.Sprintf("; pod %s cannot be scheduled: %s", pod, msg)
+}
