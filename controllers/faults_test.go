@@ -234,7 +234,7 @@ func TestBackoffRecoversWithinCap(t *testing.T) {
 // event writes with 503; the event is retried and written.
 func TestEventsSurviveTransientRejections(t *testing.T) {
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	busy := &fault{status: http.StatusServiceUnavailable, times: 2, match: func(method, path, _ string) bool {
 		return method == http.MethodPost && strings.HasSuffix(path, "/namespaces/"+ns+"/events")
 	}}

@@ -26,7 +26,7 @@ import (
 func TestTargetClaimRace(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	defer func() {
 		// A claim that met the other model's claim was answered 409: the
 		// race is exercised when some were (20 of 20 in the runs measured;

@@ -60,7 +60,7 @@ func TestRejectedApplySaysWhatToFix(t *testing.T) {
 // conflict with the fix for an HPA, one event and the metric.
 func TestHPAAgainstReplicasIsAnOwnershipConflict(t *testing.T) {
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	readyModel(t, ns, "svc")
 	const manager = "kube-controller-manager"
 	for i := 1; i <= rollout.ConflictThreshold; i++ {
@@ -235,7 +235,7 @@ func setModelVersion(ns, name, version string) error {
 // again once the cache shows the newer version, and claims the Deployment.
 func TestFirstPassOnALaggingCacheIsNotAFailure(t *testing.T) {
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	createDeployment(t, chartDeployment(ns, "svc", 2))
 	foreign := make(chan error, 1)
 	claim := &fault{times: 1, before: func() {
@@ -269,9 +269,8 @@ func TestFirstPassOnALaggingCacheIsNotAFailure(t *testing.T) {
 	if n := countReason(t, ns, "svc", v1alpha1.ApplyFailedReason); n != 0 {
 		t.Errorf("%d ApplyFailed events", n)
 	}
-	// The operator of this test also reconciles the models other tests
-	// left behind (one is rejected for good): only ApplyFailed is this
-	// test's.
+	// The operator of this test watches its namespace only: every count
+	// is this model's (under load another test's model may fail an apply).
 	if n := op.metric(t, controllers.MetricReconcileErrors, map[string]string{"reason": v1alpha1.ApplyFailedReason}); n != 0 {
 		t.Errorf("%s{reason=ApplyFailed} = %v, want 0", controllers.MetricReconcileErrors, n)
 	}
@@ -371,7 +370,7 @@ func watchStatuses(t *testing.T, ns, name string) func() []v1alpha1.OpenMedModel
 // it wrote.
 func TestLostStatusAnswerStillEmitsEvents(t *testing.T) {
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	readyModel(t, ns, "svc")
 	lost := &fault{status: http.StatusServiceUnavailable, after: true, times: 1, match: func(method, path, body string) bool {
 		return method == http.MethodPatch && strings.HasSuffix(path, "/namespaces/"+ns+"/openmedmodels/svc/status") &&

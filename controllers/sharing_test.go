@@ -77,7 +77,7 @@ func TestHelmUpgradeIsNotAModelRollout(t *testing.T) {
 // it once.
 func TestForcedApplierConflict(t *testing.T) {
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	readyModel(t, ns, "svc")
 	for i := 0; i < rollout.ConflictThreshold+1; i++ {
 		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",

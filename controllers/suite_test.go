@@ -250,12 +250,24 @@ type operator struct {
 // registers its own openmed_* metrics in a private registry.
 func startOperator(t *testing.T) *operator {
 	t.Helper()
+	return startOperatorIn(t, "")
+}
+
+// startOperatorIn is startOperator watching namespace only ("" for all):
+// the models other tests left behind are not its to reconcile, so its
+// metrics count this namespace's passes alone.
+func startOperatorIn(t *testing.T, namespace string) *operator {
+	t.Helper()
 	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}, codes: map[string][]int{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = writes.wrap
+	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(nil)}
+	if namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  env.Scheme,
-		Cache:   cache.Options{ByObject: controllers.CacheByObject(nil)},
+		Cache:   cacheOpts,
 		Metrics: metricsserver.Options{BindAddress: "0"},
 		// Managers are started and stopped many times in one process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
@@ -281,7 +293,7 @@ func startOperator(t *testing.T) *operator {
 		ModelMetrics:    metrics,
 		RequeueInterval: 2 * time.Second,
 	}
-	if err := r.SetupWithManager(ctx, mgr, controllers.Options{MaxConcurrentReconciles: 2}); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, controllers.Options{MaxConcurrentReconciles: 2, Namespace: namespace}); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
