@@ -78,8 +78,16 @@ func TestScarceGPU(t *testing.T) {
 		if m := eventMessages(t, ns, v1alpha1.RolloutFailedReason); len(m) != 1 || !strings.Contains(m[0], "Insufficient "+string(gpu)) {
 			t.Errorf("RolloutFailed events: %q", m)
 		}
-		if n := countEvents(t, ns, v1alpha1.UnschedulableReason); n != 1 {
-			t.Errorf("%d Unschedulable events, want 1", n)
+		// One event for the upgrade's pod (the first rollout may have
+		// had one too, while the scheduler had not yet seen the node's GPUs).
+		var ofV2 []string
+		for _, m := range eventMessages(t, ns, v1alpha1.UnschedulableReason) {
+			if strings.Contains(m, " of "+v2+" ") {
+				ofV2 = append(ofV2, m)
+			}
+		}
+		if len(ofV2) != 1 {
+			t.Errorf("%d Unschedulable events for %s, want 1: %q", len(ofV2), v2, ofV2)
 		}
 		held := waitState(t, ns, "held at "+v1, func(s state) bool {
 			return apimeta.IsStatusConditionTrue(s.m.Status.Conditions, v1alpha1.RolledBackCondition) && settled(s.d)
