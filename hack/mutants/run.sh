@@ -5,7 +5,7 @@
 # fail printing the row's text. A mutant whose test passes, or fails for
 # another reason, fails this script.
 #
-#   hack/mutants/run.sh                       # every mutant (about 35 min)
+#   hack/mutants/run.sh                       # every mutant (about 45 min)
 #   hack/mutants/run.sh argocd-suspend-in-git # one
 #
 # It uses the control-plane binaries `make test` built under bin/.
