@@ -55,6 +55,9 @@ var (
 			"rollbackOnFailure":       bln,
 			"progressDeadlineSeconds": num,
 			"bakeSeconds":             num,
+			"whenUnschedulable":       str,
+			"unschedulableSeconds":    num,
+			"minAvailable":            num,
 		}},
 	}}
 )

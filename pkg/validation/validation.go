@@ -38,6 +38,12 @@ const (
 	MsgBothZero       = "RollingUpdate cannot set both maxUnavailable and maxSurge to zero."
 	MsgProgressDeadln = "must be a positive integer"
 	MsgBakeSeconds    = "must be from 0 to 86400"
+
+	MsgUnschedulableAction  = "must be Wait or ReplaceInPlace"
+	MsgReplaceInPlaceType   = "replacing pods in place (whenUnschedulable) needs rolloutStrategy.type RollingUpdate."
+	MsgReplaceInPlaceFields = "unschedulableSeconds and minAvailable apply only when whenUnschedulable replaces pods in place."
+	MsgUnschedulableSeconds = "unschedulableSeconds must be below progressDeadlineSeconds."
+	MsgMinAvailable         = "minAvailable cannot exceed replicas."
 )
 
 // MsgTier is the message for a tier outside the enum; it lists the valid tiers.
@@ -85,6 +91,41 @@ func ValidateSpec(spec *v1alpha1.OpenMedModelSpec, fldPath *field.Path) field.Er
 		errs = append(errs, validateRange(int64(*spec.RevisionHistoryLimit), fldPath.Child("revisionHistoryLimit"), v1alpha1.MinRevisionHistoryLimit, v1alpha1.MaxRevisionHistoryLimit)...)
 	}
 	errs = append(errs, validateRolloutStrategy(&spec.RolloutStrategy, fldPath.Child("rolloutStrategy"))...)
+	errs = append(errs, validateWhenUnschedulable(spec, fldPath)...)
+	return errs
+}
+
+// validateWhenUnschedulable checks rolloutStrategy.whenUnschedulable and
+// its fields: the field rules, then the CEL rules on spec, each as the CRD
+// states it.
+func validateWhenUnschedulable(spec *v1alpha1.OpenMedModelSpec, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	rs := &spec.RolloutStrategy
+	p := fldPath.Child("rolloutStrategy")
+	switch rs.WhenUnschedulable {
+	case "", v1alpha1.UnschedulableWait, v1alpha1.UnschedulableReplaceInPlace:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("whenUnschedulable"), field.OmitValueType{}, []string{"Wait", "ReplaceInPlace"}))
+	}
+	if v := rs.UnschedulableSeconds; v != nil {
+		errs = append(errs, validateRange(int64(*v), p.Child("unschedulableSeconds"), 0, v1alpha1.MaxUnschedulableSeconds)...)
+	}
+	if v := rs.MinAvailable; v != nil {
+		errs = append(errs, validateRange(int64(*v), p.Child("minAvailable"), 0, v1alpha1.MaxReplicas)...)
+	}
+	replace := rs.WhenUnschedulable == v1alpha1.UnschedulableReplaceInPlace
+	if replace && rs.Type != v1alpha1.RollingUpdateRolloutStrategyType {
+		errs = append(errs, field.Invalid(fldPath.Root(), field.OmitValueType{}, MsgReplaceInPlaceType))
+	}
+	if !replace && (rs.UnschedulableSeconds != nil || rs.MinAvailable != nil) {
+		errs = append(errs, field.Invalid(fldPath.Root(), field.OmitValueType{}, MsgReplaceInPlaceFields))
+	}
+	if rs.UnschedulableSeconds != nil && rs.ProgressDeadlineSeconds != nil && *rs.UnschedulableSeconds >= *rs.ProgressDeadlineSeconds {
+		errs = append(errs, field.Invalid(fldPath.Root(), field.OmitValueType{}, MsgUnschedulableSeconds))
+	}
+	if rs.MinAvailable != nil && spec.Replicas != nil && *rs.MinAvailable > *spec.Replicas {
+		errs = append(errs, field.Invalid(fldPath.Root(), field.OmitValueType{}, MsgMinAvailable))
+	}
 	return errs
 }
 

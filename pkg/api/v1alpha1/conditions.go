@@ -71,6 +71,11 @@ const (
 	// because no node has the resources it requests free (a GPU). Progress
 	// that waits, not a failure, until the progress deadline passes.
 	UnschedulableReason = "Unschedulable"
+	// ReplacingInPlaceReason: a pod of the version being rolled out (or
+	// back to) stayed unschedulable, and spec.rolloutStrategy.whenUnschedulable
+	// is ReplaceInPlace: the Deployment replaces pods in place (maxSurge 0)
+	// until the rollout completes, then the declared strategy is restored.
+	ReplacingInPlaceReason = "ReplacingInPlace"
 	// TargetPausedReason: the target Deployment is paused, so the model's
 	// rollout waits until its owner resumes it.
 	TargetPausedReason = "TargetPaused"

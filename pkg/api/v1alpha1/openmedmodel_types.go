@@ -77,6 +77,10 @@ const (
 // OpenMedModelSpec declares the model an existing Deployment preloads and how a
 // change is rolled out.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.rolloutStrategy.whenUnschedulable) || self.rolloutStrategy.whenUnschedulable != 'ReplaceInPlace' || self.rolloutStrategy.type == 'RollingUpdate'",message="replacing pods in place (whenUnschedulable) needs rolloutStrategy.type RollingUpdate."
+// +kubebuilder:validation:XValidation:rule="(!has(self.rolloutStrategy.unschedulableSeconds) && !has(self.rolloutStrategy.minAvailable)) || (has(self.rolloutStrategy.whenUnschedulable) && self.rolloutStrategy.whenUnschedulable == 'ReplaceInPlace')",message="unschedulableSeconds and minAvailable apply only when whenUnschedulable replaces pods in place."
+// +kubebuilder:validation:XValidation:rule="!has(self.rolloutStrategy.unschedulableSeconds) || !has(self.rolloutStrategy.progressDeadlineSeconds) || self.rolloutStrategy.unschedulableSeconds < self.rolloutStrategy.progressDeadlineSeconds",message="unschedulableSeconds must be below progressDeadlineSeconds."
+// +kubebuilder:validation:XValidation:rule="!has(self.rolloutStrategy.minAvailable) || !has(self.replicas) || self.rolloutStrategy.minAvailable <= self.replicas",message="minAvailable cannot exceed replicas."
 // +kubebuilder:validation:XValidation:rule="self.rolloutStrategy.type != 'RollingUpdate' || !((!has(self.rolloutStrategy.maxUnavailable) || self.rolloutStrategy.maxUnavailable == 0 || self.rolloutStrategy.maxUnavailable == '0%') && (!has(self.rolloutStrategy.maxSurge) || self.rolloutStrategy.maxSurge == 0 || self.rolloutStrategy.maxSurge == '0%'))",message="RollingUpdate cannot set both maxUnavailable and maxSurge to zero."
 type OpenMedModelSpec struct {
 	// Family is the logical OpenMed model family.
@@ -220,7 +224,87 @@ type RolloutStrategy struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	BakeSeconds *int32 `json:"bakeSeconds,omitempty"`
+
+	// WhenUnschedulable is what a rollout does when a pod of the version it
+	// rolls out (or back to) stays unschedulable — the scheduler finds no
+	// node with what the pod requests free, typically a GPU — for
+	// unschedulableSeconds. Wait (the default) waits for capacity until the
+	// progress deadline. ReplaceInPlace finishes the rollout without a
+	// spare: the Deployment's strategy becomes maxSurge 0 and
+	// maxUnavailable replicas − minAvailable until the rollout completes,
+	// then the declared strategy is restored. RollingUpdate only. (The name
+	// follows topologySpreadConstraints' whenUnsatisfiable.)
+	//
+	// +optional
+	WhenUnschedulable UnschedulableAction `json:"whenUnschedulable,omitempty"`
+
+	// UnschedulableSeconds is how long a new pod stays unschedulable before
+	// ReplaceInPlace acts. Default 30; below progressDeadlineSeconds. Only
+	// with whenUnschedulable: ReplaceInPlace.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	UnschedulableSeconds *int32 `json:"unschedulableSeconds,omitempty"`
+
+	// MinAvailable is the fewest available pods ReplaceInPlace keeps while
+	// it replaces pods: the Deployment's maxUnavailable is replicas −
+	// minAvailable. Default replicas − 1 and at least 1, so a model of one
+	// replica is never replaced in place unless minAvailable is 0. At most
+	// spec.replicas. Only with whenUnschedulable: ReplaceInPlace.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
 }
+
+// ReplaceInPlaceStatus is a rollout that replaces pods in place.
+type ReplaceInPlaceStatus struct {
+	// SpecHash is the spec (the desired one, or a rollback's) whose rollout
+	// replaces pods in place.
+	//
+	// +required
+	SpecHash string `json:"specHash"`
+
+	// MaxUnavailable is the Deployment's maxUnavailable meanwhile
+	// (maxSurge is 0): replicas − minAvailable.
+	//
+	// +required
+	MaxUnavailable int32 `json:"maxUnavailable"`
+
+	// Restoring is true once the rollout completed: the declared strategy
+	// goes back on the Deployment.
+	//
+	// +optional
+	Restoring bool `json:"restoring,omitempty"`
+
+	// StartedAt is when the pass decided it.
+	//
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+}
+
+// UnschedulableAction is what a rollout does when its new pods cannot be
+// scheduled.
+//
+// +kubebuilder:validation:Enum=Wait;ReplaceInPlace
+type UnschedulableAction string
+
+// The actions of rolloutStrategy.whenUnschedulable.
+const (
+	// UnschedulableWait waits for capacity until the progress deadline.
+	UnschedulableWait UnschedulableAction = "Wait"
+	// UnschedulableReplaceInPlace replaces pods in place (maxSurge 0).
+	UnschedulableReplaceInPlace UnschedulableAction = "ReplaceInPlace"
+)
+
+// DefaultUnschedulableSeconds is rolloutStrategy.unschedulableSeconds
+// when it is not set.
+const DefaultUnschedulableSeconds = 30
+
+// MaxUnschedulableSeconds bounds rolloutStrategy.unschedulableSeconds.
+const MaxUnschedulableSeconds = 3600
 
 // Phase is the coarse lifecycle state shown in the Phase printer column.
 //
@@ -276,6 +360,13 @@ type NormalizedRolloutStrategy struct {
 	RollbackOnFailure bool `json:"rollbackOnFailure"`
 	// Type is the Deployment strategy type.
 	Type RolloutStrategyType `json:"type"`
+	// WhenUnschedulable is ReplaceInPlace, or empty for Wait (omitted, so
+	// specs without it hash as before).
+	WhenUnschedulable UnschedulableAction `json:"whenUnschedulable,omitempty"`
+	// UnschedulableSeconds is set with ReplaceInPlace (its default filled in).
+	UnschedulableSeconds *int32 `json:"unschedulableSeconds,omitempty"`
+	// MinAvailable is set with ReplaceInPlace when the spec sets it.
+	MinAvailable *int32 `json:"minAvailable,omitempty"`
 }
 
 // NormalizedTargetReference is a TargetReference with its defaults resolved,
@@ -442,6 +533,15 @@ type OpenMedModelStatus struct {
 	//
 	// +optional
 	RetryStartedAt *metav1.Time `json:"retryStartedAt,omitempty"`
+
+	// ReplaceInPlace records a rollout that replaces pods in place because
+	// a new pod stayed unschedulable (spec.rolloutStrategy.whenUnschedulable:
+	// ReplaceInPlace). It is written before the strategy changes and while
+	// the declared one is restored, so a pass after a crash finishes what
+	// the record says. Cleared once the declared strategy is back.
+	//
+	// +optional
+	ReplaceInPlace *ReplaceInPlaceStatus `json:"replaceInPlace,omitempty"`
 
 	// BakeStartedAt is when the rollout of the desired spec (applied spec
 	// hash) completed and its bake began (spec.rolloutStrategy.bakeSeconds):
