@@ -3,16 +3,20 @@ package e2e_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -256,4 +260,198 @@ func podScheduled(p corev1.Pod) *corev1.PodCondition {
 		}
 	}
 	return nil
+}
+
+// TestReplaceInPlace: with whenUnschedulable: ReplaceInPlace, a rollout
+// whose surge pod finds no GPU finishes without one: the Deployment
+// replaces pods in place, never below minAvailable available pods (every
+// stored version of the Deployment, a watch), the declared strategy is back
+// afterwards, and no pod rolls twice. With one replica it says why it
+// cannot and waits; an operator killed while the strategy is switched is
+// replaced by one that finishes (issue 27).
+func TestReplaceInPlace(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+
+	t.Run("finishes-without-a-spare-gpu", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		joinGPUNode(t, ns, 3)
+		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
+		fillPool(t, ns)
+		declared := read(t, ns).d.Spec.Strategy
+		w := watchDeployment(t, ns)
+		replaceInPlace(t, ns, v2, 2, 300)
+		s := waitServing(t, ns, v2)
+		w.stop(t, s.d.ResourceVersion)
+		if w.minAvailable < 1 {
+			t.Errorf("the Deployment had %d available pods at resourceVersion %s; minAvailable is 1", w.minAvailable, w.minAt)
+		}
+		if !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) {
+			t.Errorf("strategy %+v after the rollout, %+v declared", s.d.Spec.Strategy, declared)
+		}
+		if !slices.Contains(w.strategies, "maxSurge=0 maxUnavailable=1") {
+			t.Errorf("the Deployment never replaced in place: strategies %v", w.strategies)
+		}
+		if got := slices.Compact(w.templates); len(got) != 2 {
+			t.Errorf("pod templates %v, want the old and v2's once", got)
+		}
+		if s.m.Status.ReplaceInPlace != nil || countEvents(t, ns, v1alpha1.ReplacingInPlaceReason) != 1 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
+			t.Errorf("after the rollout: record %+v, %d ReplacingInPlace events", s.m.Status.ReplaceInPlace, countEvents(t, ns, v1alpha1.ReplacingInPlaceReason))
+		}
+		t.Logf("strategies seen %v; fewest available pods %d", w.strategies, w.minAvailable)
+	})
+
+	t.Run("one-replica-says-why-it-cannot", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		joinGPUNode(t, ns, 2)
+		createTarget(t, ns, func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
+		m := newModel(t, ns, v1, "")
+		m.Spec.Replicas = ptr.To[int32](1)
+		if err := k8s.Create(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		waitServing(t, ns, v1)
+		fillPool(t, ns)
+		declared := read(t, ns).d.Spec.Strategy
+		replaceInPlace(t, ns, v2, 1, 300)
+		s := waitState(t, ns, "the model saying it cannot replace in place", func(s state) bool {
+			return strings.Contains(reconcilingMessage(s.m), "cannot be replaced in place: minAvailable 1 of 1 replicas")
+		})
+		time.Sleep(3 * time.Second)
+		s = read(t, ns)
+		if s.m.Status.ReplaceInPlace != nil || !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) ||
+			s.snap.Condition(v1alpha1.ReadyCondition) != "False/"+v1alpha1.UnschedulableReason {
+			t.Errorf("with one replica: %s record %+v strategy %+v", s, s.m.Status.ReplaceInPlace, s.d.Spec.Strategy)
+		}
+	})
+
+	t.Run("operator-killed-while-switched", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		op, err := launchOperator(ctx, "inplace-1", operatorLabel+"=inplace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = op.Kill() })
+		ns := newNamespace(t)
+		joinGPUNode(t, ns, 3)
+		readyModel(t, ns, v1, "inplace", func(d *appsv1.Deployment) {
+			pinToPool(d, ns)
+			requestGPU(d)
+			d.Spec.MinReadySeconds = minReadySeconds
+		})
+		fillPool(t, ns)
+		declared := read(t, ns).d.Spec.Strategy
+		w := watchDeployment(t, ns)
+		replaceInPlace(t, ns, v2, 1, 300)
+		waitState(t, ns, "the switch recorded", func(s state) bool { return s.m.Status.ReplaceInPlace != nil })
+		if err := op.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		replicaSets := countReplicaSets(t, ns)
+		op2, err := launchOperator(ctx, "inplace-2", operatorLabel+"=inplace")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = op2.Kill() })
+		s := waitServing(t, ns, v2)
+		w.stop(t, s.d.ResourceVersion)
+		if !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) || s.m.Status.ReplaceInPlace != nil {
+			t.Errorf("after the restart: strategy %+v (declared %+v), record %+v", s.d.Spec.Strategy, declared, s.m.Status.ReplaceInPlace)
+		}
+		if got := countReplicaSets(t, ns); got != replicaSets {
+			t.Errorf("%d ReplicaSets after the restart, %d before: the pods rolled again", got, replicaSets)
+		}
+		if w.minAvailable < 1 || len(slices.Compact(w.templates)) != 2 {
+			t.Errorf("fewest available %d; templates %v", w.minAvailable, slices.Compact(w.templates))
+		}
+	})
+}
+
+// replaceInPlace sets the version with whenUnschedulable: ReplaceInPlace,
+// as a commit would.
+func replaceInPlace(t *testing.T, ns, version string, after, deadline int) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"version":%q,"rolloutStrategy":{"progressDeadlineSeconds":%d,"whenUnschedulable":"ReplaceInPlace","unschedulableSeconds":%d}}}`,
+		version, deadline, after)
+	m := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: modelName}}
+	if err := k8s.Patch(context.Background(), m, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deploymentWatch keeps, over every version of the model's Deployment the
+// API server stores from now on, the fewest available pods its controller
+// reported for an observed generation, the strategies and the pod
+// templates (manifest hashes) in order.
+type deploymentWatch struct {
+	mu           sync.Mutex
+	minAvailable int32
+	minAt        string
+	strategies   []string
+	templates    []string
+	seen         map[string]bool
+	w            watch.Interface
+	done         chan struct{}
+}
+
+func watchDeployment(t *testing.T, ns string) *deploymentWatch {
+	t.Helper()
+	var list appsv1.DeploymentList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	dw := &deploymentWatch{minAvailable: 1 << 30, seen: map[string]bool{}, done: make(chan struct{})}
+	record := func(d *appsv1.Deployment) {
+		if d.Name != modelName {
+			return
+		}
+		dw.mu.Lock()
+		defer dw.mu.Unlock()
+		dw.seen[d.ResourceVersion] = true
+		if d.Status.ObservedGeneration == d.Generation && d.Status.AvailableReplicas < dw.minAvailable {
+			dw.minAvailable, dw.minAt = d.Status.AvailableReplicas, d.ResourceVersion
+		}
+		if ru := d.Spec.Strategy.RollingUpdate; ru != nil {
+			st := "maxSurge=" + ru.MaxSurge.String() + " maxUnavailable=" + ru.MaxUnavailable.String()
+			if len(dw.strategies) == 0 || dw.strategies[len(dw.strategies)-1] != st {
+				dw.strategies = append(dw.strategies, st)
+			}
+		}
+		dw.templates = append(dw.templates, d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation])
+	}
+	for i := range list.Items {
+		record(&list.Items[i])
+	}
+	w, err := k8s.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dw.w = w
+	go func() {
+		defer close(dw.done)
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok {
+				record(d)
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-dw.done })
+	return dw
+}
+
+// stop waits until the watch delivered the Deployment's version rv and
+// ends it.
+func (dw *deploymentWatch) stop(t *testing.T, rv string) {
+	t.Helper()
+	eventually(t, "the Deployment watch delivered resourceVersion "+rv, func() (bool, string) {
+		dw.mu.Lock()
+		defer dw.mu.Unlock()
+		return dw.seen[rv], fmt.Sprintf("%d versions", len(dw.seen))
+	})
+	dw.w.Stop()
+	<-dw.done
 }

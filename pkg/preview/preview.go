@@ -343,8 +343,18 @@ func capacity(obj *v1alpha1.OpenMedModel, dep *appsv1.Deployment, plan rollout.P
 	if surge > 1 {
 		pods = "pods"
 	}
-	return fmt.Sprintf("%d %s more than its %d replicas while the pods roll (maxSurge %s), each requesting %s; until a node has that free, the rollout waits (Ready=False/%s)",
-		surge, pods, replicas, desired.RolloutStrategy.MaxSurge.String(), strings.Join(each, ", "), v1alpha1.UnschedulableReason)
+	then := "until a node has that free, the rollout waits (Ready=False/" + v1alpha1.UnschedulableReason + "; whenUnschedulable: ReplaceInPlace would replace pods in place instead)"
+	if rs := desired.RolloutStrategy; rs.WhenUnschedulable == v1alpha1.UnschedulableReplaceInPlace {
+		least := rollout.MinAvailable(desired, replicas)
+		if replicas-least < 1 {
+			then = fmt.Sprintf("until a node has that free, the rollout waits: whenUnschedulable is ReplaceInPlace, but minAvailable %d of %d replicas leaves no pod to replace", least, replicas)
+		} else {
+			then = fmt.Sprintf("if a new pod stays unschedulable for %ds, the pods are replaced in place (maxSurge 0, maxUnavailable %d, at least %d available) and the declared strategy is restored after",
+				ptr.Deref(rs.UnschedulableSeconds, v1alpha1.DefaultUnschedulableSeconds), replicas-least, least)
+		}
+	}
+	return fmt.Sprintf("%d %s more than its %d replicas while the pods roll (maxSurge %s), each requesting %s; %s",
+		surge, pods, replicas, desired.RolloutStrategy.MaxSurge.String(), strings.Join(each, ", "), then)
 }
 
 // onFailure says what the operator does when the rollout the plan starts

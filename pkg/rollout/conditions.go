@@ -56,6 +56,7 @@ const (
 	MsgTargetPaused           = "Target Deployment is paused; the rollout continues when it is resumed."
 	MsgRetryStarted           = "The failed desired spec is being tried again."
 	MsgWaitingForController   = "Waiting for the Deployment controller to observe the target's latest generation."
+	MsgReplacingInPlace       = "No node has what a new pod needs; the Deployment replaces pods in place until the rollout completes."
 	MsgUnschedulable          = "A pod of the version being rolled out cannot be scheduled: no node has what it requests free."
 	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
 	MsgBaking                 = "The desired version rolled out and bakes before it is Ready."
@@ -261,6 +262,12 @@ var (
 	bakingNoPodsTuple = tuple{
 		ready:       f(v1alpha1.BakingReason, MsgBakingNoPods),
 		progressing: t(v1alpha1.BakingReason, MsgBakingNoPods),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	}
+	replacingInPlaceTuple = tuple{
+		ready:       f(v1alpha1.ReplacingInPlaceReason, MsgReplacingInPlace),
+		progressing: t(v1alpha1.ReplacingInPlaceReason, MsgReplacingInPlace),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	}

@@ -110,6 +110,10 @@ type decider struct {
 	// bakeWaitNode), or "".
 	bakeWait string
 
+	// inPlaceNote is what a message about a pod that cannot be scheduled
+	// adds about replacing pods in place (when, or why not), or "".
+	inPlaceNote string
+
 	plan Plan
 }
 
@@ -330,6 +334,7 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 
 // pointerFor is the operator's intent for spec on the desired target.
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
+	spec, _ = d.inPlaceStrategy(spec)
 	p := newPointer(spec, d.owner)
 	return p.withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
 }
@@ -441,6 +446,11 @@ func (d *decider) rollout(retry bool) {
 		d.rolloutFailed()
 	case proven && progressDeadlineExceeded(dep):
 		d.unavailable(stalled)
+	case d.replacingInPlace(d.hash) && RolloutComplete(dep):
+		// Every pod was replaced in place: the declared strategy goes
+		// back on (recorded first; the next pass applies it).
+		d.restoreStrategy()
+		d.rolling()
 	case d.baking() || (d.bakes() && RolloutComplete(dep)):
 		// The rollout completed: the version bakes before it is Ready. A
 		// pod that restarts makes the Deployment incomplete for a moment;
@@ -529,7 +539,7 @@ func (d *decider) applyDesired(p pointer, proven, retry bool) {
 		(d.old.Phase == v1alpha1.PhaseRollingOut || d.old.Phase == v1alpha1.PhaseReady)
 	var drift []Drift
 	if wasApplied && !changed {
-		drift = p.drift(dep, d.opts.FieldManager)
+		drift = d.inPlaceIsNoDrift(p.drift(dep, d.opts.FieldManager), d.hash)
 		// Nothing differs but values the operator set itself: a pass
 		// applied another spec and its status write was lost (a crash, or
 		// the edit that changed the spec back won the race for the model).
@@ -591,6 +601,7 @@ func (d *decider) start(reason string, apply bool) bool {
 		return false
 	}
 	d.st.Phase = v1alpha1.PhaseRollingOut
+	d.st.ReplaceInPlace = nil
 	d.st.FailedSpecHash = ""
 	d.st.RollbackSpec = nil
 	d.st.RollbackRequest = ""
@@ -655,7 +666,19 @@ func (d *decider) awaitController(ours bool) {
 // when the progress in the Reconciling message moved (summarize).
 func (d *decider) rolling() {
 	d.inFlight()
+	if d.replacingInPlace(d.hash) || d.restoringStrategy(d.hash) {
+		d.st.Phase = v1alpha1.PhaseRollingOut
+		d.st.AppliedSpecHash = d.hash
+		d.conditions(replacingInPlaceTuple, reconciling)
+		return
+	}
 	if pod, msg := d.unschedulable(d.st.ManifestHash); pod != "" {
+		if d.switchInPlace(d.desired, d.st.ManifestHash) {
+			d.st.Phase = v1alpha1.PhaseRollingOut
+			d.st.AppliedSpecHash = d.hash
+			d.conditions(replacingInPlaceTuple, reconciling)
+			return
+		}
 		// A new pod waits for a node: progress, said with the scheduler's
 		// reason, once per rollout as an event.
 		d.st.Phase = v1alpha1.PhaseRollingOut
@@ -734,6 +757,7 @@ func (d *decider) ready(rolledOut bool) {
 	d.st.RollbackCount = 0
 	d.st.RetryStartedAt = nil
 	d.st.BakeStartedAt = nil
+	d.st.ReplaceInPlace = nil
 	d.history = pushHistory(d.history, d.desired, d.now, d.limit)
 	setHistory(d.st, d.history)
 	if announce && !conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
@@ -790,6 +814,7 @@ func (d *decider) rolloutFailedWith(eventMsg, degradedReason, degradedMsg string
 	d.event(corev1.EventTypeWarning, v1alpha1.RolloutFailedReason, eventMsg)
 	d.st.RetryStartedAt = nil
 	d.st.BakeStartedAt = nil
+	d.st.ReplaceInPlace = nil
 	d.st.FailedSpecHash = d.hash
 	tp, ks := failedTuple, stalled
 	r, rollback := AutomaticRollback(d.desired, d.history)
@@ -847,7 +872,7 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 	if !p.matches(dep) {
 		var drift []Drift
 		if d.old.AppliedSpecHash == SpecHash(r) {
-			drift = p.drift(dep, d.opts.FieldManager)
+			drift = d.inPlaceIsNoDrift(p.drift(dep, d.opts.FieldManager), SpecHash(r))
 		}
 		if !d.apply(r) {
 			return false
@@ -868,13 +893,25 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.RollbackFailedReason, EventMsgRollbackFailed, v1alpha1.RollbackFailedReason)
 		d.conditions(failed, stalled)
 		d.prune()
+	case d.replacingInPlace(SpecHash(r)) && RolloutComplete(dep):
+		// The rollback replaced every pod in place: the declared strategy
+		// goes back on (recorded first; the next pass applies it).
+		d.restoreStrategy()
+		d.conditions(inProgress, reconciling)
+		d.inFlight()
 	case RolloutComplete(dep):
 		if !conditionIs(d.old, v1alpha1.RolledBackCondition, metav1.ConditionTrue, "") {
 			d.event(corev1.EventTypeNormal, v1alpha1.RollbackSucceededReason, EventMsgRollbackSucceeded)
 		}
+		d.st.ReplaceInPlace = nil
 		d.conditions(done, stalled)
 		d.prune()
 	default:
+		// A rollback needs room for a new pod too: without a node for it,
+		// it goes on in place like a rollout (whenUnschedulable).
+		if pod, _ := d.unschedulable(ManifestHash(r)); pod != "" && !d.replacingInPlace(SpecHash(r)) && !d.restoringStrategy(SpecHash(r)) {
+			d.switchInPlace(r, ManifestHash(r))
+		}
 		d.conditions(inProgress, reconciling)
 		d.inFlight()
 	}

@@ -104,6 +104,11 @@ func Normalize(obj *v1alpha1.OpenMedModel) (v1alpha1.NormalizedSpec, error) {
 		Tier:    spec.Tier,
 		Version: spec.Version,
 	}
+	if rs.WhenUnschedulable == v1alpha1.UnschedulableReplaceInPlace {
+		n.RolloutStrategy.WhenUnschedulable = rs.WhenUnschedulable
+		n.RolloutStrategy.UnschedulableSeconds = ptr.To(ptr.Deref(rs.UnschedulableSeconds, v1alpha1.DefaultUnschedulableSeconds))
+		n.RolloutStrategy.MinAvailable = rs.MinAvailable
+	}
 	if spec.TargetRef != nil && spec.TargetRef.ContainerName != "" {
 		n.TargetRef.ContainerName = spec.TargetRef.ContainerName
 	}

@@ -45,9 +45,16 @@ func (d *decider) release(dep *appsv1.Deployment) *Release {
 		"metadata": map[string]any{"name": dep.Name, "namespace": dep.Namespace,
 			"annotations": map[string]any{v1alpha1.ModelResourceAnnotation: d.owner}},
 	}
+	declared, inPlace := d.declaredStrategy(dep.Name)
 	for _, f := range ownedFields(pointer{}) {
 		if f.keep && f.present(pointer{}, dep) && touches(owned, f.path) {
-			setPath(keep, f.path, f.live(dep))
+			v := f.live(dep)
+			if inPlace && f.name == "spec.strategy" {
+				// The live strategy is the in-place one of an unfinished
+				// rollout: the owner gets the declared one back.
+				v = declared
+			}
+			setPath(keep, f.path, v)
 		}
 	}
 	return &Release{DeploymentName: dep.Name, ResourceVersion: dep.ResourceVersion, Keep: &unstructured.Unstructured{Object: keep}}

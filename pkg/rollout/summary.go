@@ -66,12 +66,14 @@ func (d *decider) summary(typ, reason string) string {
 			return fmt.Sprintf("%s failed on Deployment %s%s; serving the retained %s; change the spec or set %s to retry",
 				desired, target, d.failureCauseNote(), active, v1alpha1.ResetRequestAnnotation)
 		default:
-			return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s%s", target, rollback, desired, d.progress(d.rollbackHash()),
-				d.unschedulableNote(d.rollbackHash()))
+			return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s%s%s", target, rollback, desired, d.progress(d.rollbackHash()),
+				d.unschedulableNote(d.rollbackHash()), d.inPlaceRollbackNote())
 		}
 	case v1alpha1.ManualRollbackReason:
 		return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s%s", target, rollback, v1alpha1.RollbackToAnnotation, d.progress(d.rollbackHash()),
 			d.unschedulableNote(d.rollbackHash()))
+	case v1alpha1.ReplacingInPlaceReason:
+		return d.inPlaceSummary(desired, target, d.st.ManifestHash, serving)
 	case v1alpha1.UnschedulableReason:
 		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.unschedulableNote(d.st.ManifestHash), serving)
 	case v1alpha1.RolloutFailedReason:
@@ -130,6 +132,19 @@ func (d *decider) summary(typ, reason string) string {
 		return fmt.Sprintf("Releasing Deployment %s failed%s; retrying", d.releasedTarget(), d.failureDetail())
 	}
 	return ""
+}
+
+// inPlaceRollbackNote is what a rollback's message adds while it replaces
+// pods in place or restores the declared strategy.
+func (d *decider) inPlaceRollbackNote() string {
+	r := d.st.ReplaceInPlace
+	switch {
+	case r == nil || d.st.RollbackSpec == nil || r.SpecHash != SpecHash(*d.st.RollbackSpec):
+		return ""
+	case r.Restoring:
+		return "; restoring the declared strategy"
+	}
+	return fmt.Sprintf("; replacing pods in place (maxSurge 0, maxUnavailable %d): no node has what a new pod needs", r.MaxUnavailable)
 }
 
 // failureCauseNote is ": " and the cause of the desired version's failure

@@ -34,10 +34,16 @@ func Unschedulable(p *corev1.Pod) *corev1.PodCondition {
 // has waited longest for a node the scheduler could not find, and the
 // scheduler's message (bounded), or "" when no such pod waits.
 func (d *decider) unschedulable(manifestHash string) (pod, message string) {
+	pod, message, _ = d.unschedulablePod(manifestHash)
+	return pod, message
+}
+
+// unschedulablePod is unschedulable with the time the scheduler first
+// reported that pod unschedulable.
+func (d *decider) unschedulablePod(manifestHash string) (pod, message string, since time.Time) {
 	if manifestHash == "" {
-		return "", ""
+		return "", "", time.Time{}
 	}
-	var since time.Time
 	for i := range d.obs.PendingPods {
 		p := &d.obs.PendingPods[i]
 		if p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash || p.Annotations[v1alpha1.ModelResourceAnnotation] != OwnerKey(d.obj) {
@@ -51,7 +57,7 @@ func (d *decider) unschedulable(manifestHash string) (pod, message string) {
 			pod, message, since = p.Name, Shorten(c.Message, MaxSchedulerMessage), c.LastTransitionTime.Time
 		}
 	}
-	return pod, message
+	return pod, message, since
 }
 
 // unschedulableNote is what a rollout's or rollback's message adds while a
@@ -61,5 +67,5 @@ func (d *decider) unschedulableNote(manifestHash string) string {
 	if pod == "" {
 		return ""
 	}
-	return fmt.Sprintf("; pod %s cannot be scheduled: %s", pod, msg)
+	return fmt.Sprintf("; pod %s cannot be scheduled: %s%s", pod, msg, d.inPlaceNote)
 }

@@ -56,6 +56,7 @@ func TestPlanOffline(t *testing.T) {
 		{name: "text", args: []string{"-f", exampleModel, "--target", exampleTarget}, golden: "plan_offline.txt", wantCode: ExitChanges},
 		{name: "yaml", args: []string{"-f", exampleModel, "--target", exampleTarget, "-o", "yaml"}, golden: "plan_offline.yaml", wantCode: ExitChanges},
 		{name: "bake", args: []string{"-f", filepath.Join("testdata", "plan", "baking.yaml"), "--target", exampleTarget}, golden: "plan_offline_bake.txt", wantCode: ExitChanges},
+		{name: "gpu replace in place", args: []string{"-f", filepath.Join("testdata", "plan", "gpu-inplace.yaml"), "--target", filepath.Join("testdata", "plan", "gpu-target.yaml")}, golden: "plan_offline_gpu_inplace.txt", wantCode: ExitChanges},
 		{name: "gpu", args: []string{"-f", exampleModel, "--target", filepath.Join("testdata", "plan", "gpu-target.yaml")}, golden: "plan_offline_gpu.txt", wantCode: ExitChanges},
 		{name: "invalid spec", args: []string{"-f", filepath.Join("testdata", "plan", "invalid.yaml"), "--target", exampleTarget}, wantCode: 1,
 			wantErr: `would be rejected by the API server: spec.tier: Invalid value: must be one of`},
