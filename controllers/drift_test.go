@@ -83,9 +83,12 @@ func TestDriftByFieldManager(t *testing.T) {
 			t.Errorf("openmed_drift_corrections_total{manager=%q} = %v", manager, n)
 		}
 	}
-	if n := op.metric(t, "openmed_model_info", map[string]string{"namespace": ns, "name": "svc", "phase": "Ready", "version": "OpenMed/pii-v1"}); n != 1 {
-		t.Errorf("openmed_model_info = %v, want 1", n)
-	}
+	// The metric is set once the pass's status write answered: the
+	// status can be read a moment before.
+	eventually(t, "openmed_model_info for the Ready model", func() (bool, string) {
+		n := op.metric(t, "openmed_model_info", map[string]string{"namespace": ns, "name": "svc", "phase": "Ready", "version": "OpenMed/pii-v1"})
+		return n == 1, fmt.Sprintf("openmed_model_info = %v, want 1", n)
+	})
 }
 
 // assertDriftReported waits for a DriftCorrected event naming the field and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -141,20 +142,26 @@ func TestLifecycle(t *testing.T) {
 		t.Errorf("Argo CD health after a failed rollback = %s, want Degraded", h)
 	}
 
-	for trigger, want := range map[string]float64{"automatic": 1, "manual": 1} {
-		if n := op.metric(t, "openmed_rollbacks_total", map[string]string{"namespace": ns, "trigger": trigger}); n != want {
-			t.Errorf("openmed_rollbacks_total{trigger=%q} = %v, want %v", trigger, n, want)
+	// The metrics are recorded once a pass's status write answered: the
+	// status can be read a moment before, so wait for them.
+	eventually(t, "the rollout and rollback metrics", func() (bool, string) {
+		var bad []string
+		for trigger, want := range map[string]float64{"automatic": 1, "manual": 1} {
+			if n := op.metric(t, "openmed_rollbacks_total", map[string]string{"namespace": ns, "trigger": trigger}); n != want {
+				bad = append(bad, fmt.Sprintf("openmed_rollbacks_total{trigger=%q} = %v, want %v", trigger, n, want))
+			}
 		}
-	}
-	if n := op.metric(t, "openmed_rollouts_total", map[string]string{"namespace": ns, "result": "succeeded"}); n < 2 {
-		t.Errorf("openmed_rollouts_total{result=succeeded} = %v, want at least 2", n)
-	}
-	if n := op.metric(t, "openmed_rollouts_total", map[string]string{"namespace": ns, "result": "failed"}); n != 1 {
-		t.Errorf("openmed_rollouts_total{result=failed} = %v, want 1", n)
-	}
-	if n := op.metric(t, "openmed_rollout_duration_seconds", nil); n < 2 {
-		t.Errorf("rollout duration observed %v times, want at least 2", n)
-	}
+		if n := op.metric(t, "openmed_rollouts_total", map[string]string{"namespace": ns, "result": "succeeded"}); n < 2 {
+			bad = append(bad, fmt.Sprintf("openmed_rollouts_total{result=succeeded} = %v, want at least 2", n))
+		}
+		if n := op.metric(t, "openmed_rollouts_total", map[string]string{"namespace": ns, "result": "failed"}); n != 1 {
+			bad = append(bad, fmt.Sprintf("openmed_rollouts_total{result=failed} = %v, want 1", n))
+		}
+		if n := op.metric(t, "openmed_rollout_duration_seconds", nil); n < 2 {
+			bad = append(bad, fmt.Sprintf("rollout duration observed %v times, want at least 2", n))
+		}
+		return len(bad) == 0, strings.Join(bad, "; ")
+	})
 
 	// Fields the operator does not own survived the whole story.
 	if after := unowned(getDeployment(t, ns, "svc")); !reflect.DeepEqual(before, after) {
