@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,9 +42,7 @@ func TestScarceGPU(t *testing.T) {
 	t.Run("deadline-names-the-capacity", func(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
-		joinGPUNode(t, ns, 3)
-		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
-		fillPool(t, ns)
+		fullGPUPool(t, ns, "", nil)
 		v2Hash := hashOf(t, v2)
 		faces := startFaceWatch(t, ns)
 		upgrade(t, ns, v2, 20)
@@ -136,9 +133,7 @@ func TestScarceGPU(t *testing.T) {
 	t.Run("a-freed-gpu-lets-it-finish", func(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
-		joinGPUNode(t, ns, 3)
-		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
-		other := fillPool(t, ns)
+		other := fullGPUPool(t, ns, "", nil)
 		upgrade(t, ns, v2, 300)
 		waitState(t, ns, "the model waiting for a GPU", func(s state) bool {
 			return s.snap.Condition(v1alpha1.ReadyCondition) == "False/"+v1alpha1.UnschedulableReason
@@ -153,6 +148,23 @@ func TestScarceGPU(t *testing.T) {
 			t.Errorf("the rollout failed on its way: %s", s)
 		}
 	})
+}
+
+// fullGPUPool is the scene of a rollout without a spare GPU: a node of 3
+// GPUs in the test's pool, the model Ready at v1 on two of them (its
+// Deployment changed by mutate too; operator as in readyModel), and
+// another team's pod on the third, whose Deployment it returns.
+func fullGPUPool(t *testing.T, ns, operator string, mutate func(*appsv1.Deployment)) *appsv1.Deployment {
+	t.Helper()
+	joinGPUNode(t, ns, 3)
+	readyModel(t, ns, v1, operator, func(d *appsv1.Deployment) {
+		pinToPool(d, ns)
+		requestGPU(d)
+		if mutate != nil {
+			mutate(d)
+		}
+	})
+	return fillPool(t, ns)
 }
 
 // fillPool takes the last free GPU of the test's pool with another team's
@@ -276,9 +288,7 @@ func TestReplaceInPlace(t *testing.T) {
 	t.Run("finishes-without-a-spare-gpu", func(t *testing.T) {
 		t.Parallel()
 		ns := newNamespace(t)
-		joinGPUNode(t, ns, 3)
-		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) { pinToPool(d, ns); requestGPU(d) })
-		fillPool(t, ns)
+		fullGPUPool(t, ns, "", nil)
 		declared := read(t, ns).d.Spec.Strategy
 		w := watchDeployment(t, ns)
 		replaceInPlace(t, ns, v2, 2, 300)
@@ -336,13 +346,7 @@ func TestReplaceInPlace(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = op.Kill() })
 		ns := newNamespace(t)
-		joinGPUNode(t, ns, 3)
-		readyModel(t, ns, v1, "inplace", func(d *appsv1.Deployment) {
-			pinToPool(d, ns)
-			requestGPU(d)
-			d.Spec.MinReadySeconds = minReadySeconds
-		})
-		fillPool(t, ns)
+		fullGPUPool(t, ns, "inplace", func(d *appsv1.Deployment) { d.Spec.MinReadySeconds = minReadySeconds })
 		declared := read(t, ns).d.Spec.Strategy
 		w := watchDeployment(t, ns)
 		replaceInPlace(t, ns, v2, 1, 300)
@@ -393,21 +397,13 @@ type deploymentWatch struct {
 	strategies   []string
 	templates    []string
 	seen         map[string]bool
-	w            watch.Interface
-	done         chan struct{}
+	end          func()
 }
 
 func watchDeployment(t *testing.T, ns string) *deploymentWatch {
 	t.Helper()
-	var list appsv1.DeploymentList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	dw := &deploymentWatch{minAvailable: 1 << 30, seen: map[string]bool{}, done: make(chan struct{})}
-	record := func(d *appsv1.Deployment) {
-		if d.Name != modelName {
-			return
-		}
+	dw := &deploymentWatch{minAvailable: 1 << 30, seen: map[string]bool{}}
+	dw.end = watchDeployments(t, ns, func(d *appsv1.Deployment) {
 		dw.mu.Lock()
 		defer dw.mu.Unlock()
 		dw.seen[d.ResourceVersion] = true
@@ -421,25 +417,7 @@ func watchDeployment(t *testing.T, ns string) *deploymentWatch {
 			}
 		}
 		dw.templates = append(dw.templates, d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation])
-	}
-	for i := range list.Items {
-		record(&list.Items[i])
-	}
-	w, err := k8s.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dw.w = w
-	go func() {
-		defer close(dw.done)
-		for ev := range w.ResultChan() {
-			if d, ok := ev.Object.(*appsv1.Deployment); ok {
-				record(d)
-			}
-		}
-	}()
-	t.Cleanup(func() { w.Stop(); <-dw.done })
+	})
 	return dw
 }
 
@@ -452,6 +430,5 @@ func (dw *deploymentWatch) stop(t *testing.T, rv string) {
 		defer dw.mu.Unlock()
 		return dw.seen[rv], fmt.Sprintf("%d versions", len(dw.seen))
 	})
-	dw.w.Stop()
-	<-dw.done
+	dw.end()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,4 +289,39 @@ func isGone(t *testing.T, obj client.Object) bool {
 
 func fromUnstructured(u *unstructured.Unstructured, obj any) error {
 	return k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj)
+}
+
+// watchDeployments calls record for the model's Deployment of ns as listed
+// now and for every version of it the API server stores from then on,
+// until the returned stop runs (it returns once the last record is done;
+// the test's cleanup runs it too).
+func watchDeployments(t *testing.T, ns string, record func(*appsv1.Deployment)) (stop func()) {
+	t.Helper()
+	var list appsv1.DeploymentList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == modelName {
+			record(&list.Items[i])
+		}
+	}
+	w, err := k8s.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if d, ok := ev.Object.(*appsv1.Deployment); ok && d.Name == modelName {
+				record(d)
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { w.Stop(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }

@@ -275,8 +275,7 @@ type availabilityWatch struct {
 	mu       sync.Mutex
 	versions []depVersion
 	seen     map[string]bool
-	w        watch.Interface
-	done     chan struct{}
+	end      func()
 }
 
 // startAvailabilityWatch records every version of the target Deployment
@@ -285,15 +284,8 @@ type availabilityWatch struct {
 // ready and available.
 func startAvailabilityWatch(t *testing.T, ns string) *availabilityWatch {
 	t.Helper()
-	var list appsv1.DeploymentList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	a := &availabilityWatch{seen: map[string]bool{}, done: make(chan struct{})}
-	record := func(d *appsv1.Deployment) {
-		if d.Name != modelName {
-			return
-		}
+	a := &availabilityWatch{seen: map[string]bool{}}
+	a.end = watchDeployments(t, ns, func(d *appsv1.Deployment) {
 		want := ptr.Deref(d.Spec.Replicas, 1)
 		st := d.Status
 		v := depVersion{
@@ -307,25 +299,7 @@ func startAvailabilityWatch(t *testing.T, ns string) *availabilityWatch {
 		a.versions = append(a.versions, v)
 		a.seen[d.ResourceVersion] = true
 		a.mu.Unlock()
-	}
-	for i := range list.Items {
-		record(&list.Items[i])
-	}
-	w, err := k8s.Watch(context.Background(), &appsv1.DeploymentList{}, client.InNamespace(ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.w = w
-	go func() {
-		defer close(a.done)
-		for ev := range w.ResultChan() {
-			if d, ok := ev.Object.(*appsv1.Deployment); ok {
-				record(d)
-			}
-		}
-	}()
-	t.Cleanup(func() { w.Stop(); <-a.done })
+	})
 	return a
 }
 
@@ -338,8 +312,7 @@ func (a *availabilityWatch) stop(t *testing.T, rv string) []depVersion {
 		defer a.mu.Unlock()
 		return a.seen[rv], fmt.Sprintf("%d versions", len(a.versions))
 	})
-	a.w.Stop()
-	<-a.done
+	a.end()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return append([]depVersion(nil), a.versions...)

@@ -59,21 +59,11 @@ func v2Baking(t *testing.T) *cluster {
 // manifest hash, as its ReplicaSet would, Running and Ready.
 func (c *cluster) createPod(version string) string {
 	c.t.Helper()
-	m := c.obj.DeepCopy()
-	m.Spec.Version = version
-	n, err := Normalize(m)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "openmed-service-",
-			// As the target's ReplicaSet of this template creates it.
-			Labels: map[string]string{v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "openmed-service-7c9d8f6b5",
-				UID: "9d1f7c2e-0b4a-4c8e-8f6d-2a3b4c5d6e7f", Controller: ptr.To(true)}},
-			Annotations: map[string]string{v1alpha1.ModelResourceAnnotation: c.owner(), v1alpha1.ManifestHashAnnotation: ManifestHash(n)}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
-	}
+	pod := c.templatePod(c.owner(), version)
+	// As the target's ReplicaSet of this template creates it.
+	pod.Labels = map[string]string{v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"}
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "openmed-service-7c9d8f6b5",
+		UID: "9d1f7c2e-0b4a-4c8e-8f6d-2a3b4c5d6e7f", Controller: ptr.To(true)}}
 	if err := env.Client.Create(context.Background(), pod); err != nil {
 		c.t.Fatal(err)
 	}
@@ -85,6 +75,24 @@ func (c *cluster) createPod(version string) string {
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at}}}}
 	})
 	return pod.Name
+}
+
+// templatePod is a pod of the fixture's Deployment with the pod template
+// annotations of version for the model owner ("namespace/name"), not yet
+// created.
+func (c *cluster) templatePod(owner, version string) *corev1.Pod {
+	c.t.Helper()
+	m := c.obj.DeepCopy()
+	m.Spec.Version = version
+	n, err := Normalize(m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "openmed-service-",
+			Annotations: map[string]string{v1alpha1.ModelResourceAnnotation: owner, v1alpha1.ManifestHashAnnotation: ManifestHash(n)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
+	}
 }
 
 // setPodStatus plays the kubelet for a pod.

@@ -430,16 +430,7 @@ func TestDecideTable(t *testing.T) {
 // kstatusOf is Flux's (and kstatus UIs') reading of the status.
 func kstatusOf(t *testing.T, obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) status.Status {
 	t.Helper()
-	out := obj.DeepCopy()
-	out.Status = st
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{Object: m}
-	u.SetAPIVersion("openmed.ai/v1alpha1")
-	u.SetKind("OpenMedModel")
-	res, err := status.Compute(u)
+	res, err := status.Compute(withStatus(t, obj, st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,4 +457,20 @@ func kstatusMessage(st v1alpha1.OpenMedModelStatus) string {
 		}
 	}
 	return ""
+}
+
+// withStatus is obj with status st, as the unstructured object the health
+// faces (kstatus, Argo CD's) read.
+func withStatus(t *testing.T, obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) *unstructured.Unstructured {
+	t.Helper()
+	out := obj.DeepCopy()
+	out.Status = st
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("openmed.ai/v1alpha1")
+	u.SetKind("OpenMedModel")
+	return u
 }

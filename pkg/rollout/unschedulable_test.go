@@ -11,8 +11,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/openmed/openmed-operator/health"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -33,17 +31,7 @@ func (c *cluster) createUnschedulablePod(version, verdict string) string {
 // ("namespace/name").
 func (c *cluster) createUnschedulablePodOf(owner, version, verdict string) string {
 	c.t.Helper()
-	m := c.obj.DeepCopy()
-	m.Spec.Version = version
-	n, err := Normalize(m)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "openmed-service-",
-			Annotations: map[string]string{v1alpha1.ModelResourceAnnotation: owner, v1alpha1.ManifestHashAnnotation: ManifestHash(n)}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
-	}
+	pod := c.templatePod(owner, version)
 	if err := env.Client.Create(context.Background(), pod); err != nil {
 		c.t.Fatal(err)
 	}
@@ -59,13 +47,7 @@ func (c *cluster) createUnschedulablePodOf(owner, version, verdict string) strin
 // model with status st.
 func argoFace(t *testing.T, obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) health.Result {
 	t.Helper()
-	out := obj.DeepCopy()
-	out.Status = st
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return health.Assess(&unstructured.Unstructured{Object: m})
+	return health.Assess(withStatus(t, obj, st))
 }
 
 // TestUnschedulable: a rollout whose new pod the scheduler cannot place
