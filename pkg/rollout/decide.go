@@ -334,7 +334,7 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 
 // pointerFor is the operator's intent for spec on the desired target.
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
-	spec, _ = d.inPlaceStrategy(spec)
+	spec = d.inPlaceStrategy(spec)
 	p := newPointer(spec, d.owner)
 	return p.withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
 }
@@ -666,34 +666,27 @@ func (d *decider) awaitController(ours bool) {
 // when the progress in the Reconciling message moved (summarize).
 func (d *decider) rolling() {
 	d.inFlight()
-	if d.replacingInPlace(d.hash) || d.restoringStrategy(d.hash) {
-		d.st.Phase = v1alpha1.PhaseRollingOut
-		d.st.AppliedSpecHash = d.hash
-		d.conditions(replacingInPlaceTuple, reconciling)
-		return
-	}
-	if pod, msg := d.unschedulable(d.st.ManifestHash); pod != "" {
-		if d.switchInPlace(d.desired, d.st.ManifestHash) {
-			d.st.Phase = v1alpha1.PhaseRollingOut
-			d.st.AppliedSpecHash = d.hash
-			d.conditions(replacingInPlaceTuple, reconciling)
-			return
-		}
+	pod, msg := d.unschedulable(d.st.ManifestHash)
+	switch {
+	case d.replacingInPlace(d.hash) || d.restoringStrategy(d.hash) || (pod != "" && d.switchInPlace(d.desired, d.st.ManifestHash)):
+		d.rollingAs(replacingInPlaceTuple)
+	case pod != "":
 		// A new pod waits for a node: progress, said with the scheduler's
 		// reason, once per rollout as an event.
-		d.st.Phase = v1alpha1.PhaseRollingOut
-		d.st.AppliedSpecHash = d.hash
 		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.UnschedulableReason,
 			fmt.Sprintf("Pod %s of %s cannot be scheduled: %s", pod, d.desired.Version, msg), v1alpha1.UnschedulableReason)
-		d.conditions(unschedulableTuple, reconciling)
-		return
+		d.rollingAs(unschedulableTuple)
+	case d.old.Phase == v1alpha1.PhaseRollingOut && rolloutReported(d.old):
+	default:
+		d.rollingAs(rollingTuple)
 	}
-	if d.old.Phase == v1alpha1.PhaseRollingOut && rolloutReported(d.old) {
-		return
-	}
+}
+
+// rollingAs reports the desired spec's rollout under way with tp.
+func (d *decider) rollingAs(tp tuple) {
 	d.st.Phase = v1alpha1.PhaseRollingOut
 	d.st.AppliedSpecHash = d.hash
-	d.conditions(rollingTuple, reconciling)
+	d.conditions(tp, reconciling)
 }
 
 // rolloutReported reports whether st already says the model's rollout is

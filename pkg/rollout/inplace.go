@@ -30,17 +30,15 @@ import (
 //	Ready (or a new spec, or the rollout failed) -> the record goes
 
 // inPlaceStrategy returns spec with the strategy of its rollout in place
-// when status.replaceInPlace records one for it (not restoring), and
-// whether it did.
-func (d *decider) inPlaceStrategy(spec v1alpha1.NormalizedSpec) (v1alpha1.NormalizedSpec, bool) {
-	r := d.st.ReplaceInPlace
-	if r == nil || r.Restoring || r.SpecHash != SpecHash(spec) {
-		return spec, false
+// when status.replaceInPlace records one for it (not restoring), else spec.
+func (d *decider) inPlaceStrategy(spec v1alpha1.NormalizedSpec) v1alpha1.NormalizedSpec {
+	if !d.replacingInPlace(SpecHash(spec)) {
+		return spec
 	}
 	spec.RolloutStrategy.Type = v1alpha1.RollingUpdateRolloutStrategyType
 	spec.RolloutStrategy.MaxSurge = intstr.FromInt32(0)
-	spec.RolloutStrategy.MaxUnavailable = intstr.FromInt32(r.MaxUnavailable)
-	return spec, true
+	spec.RolloutStrategy.MaxUnavailable = intstr.FromInt32(d.st.ReplaceInPlace.MaxUnavailable)
+	return spec
 }
 
 // replacingInPlace reports whether the rollout of the spec hashed

@@ -55,7 +55,7 @@ func strategyOf(d *appsv1.Deployment) string {
 // cannot.
 func TestReplaceInPlace(t *testing.T) {
 	t.Run("waits unschedulableSeconds, replaces in place, restores the strategy", func(t *testing.T) {
-		c, pod := inPlaceCluster(t, 2, nil)
+		c, _ := inPlaceCluster(t, 2, nil)
 		declared := strategyOf(c.dep())
 		template := c.dep().Spec.Template.DeepCopy()
 
@@ -89,7 +89,6 @@ func TestReplaceInPlace(t *testing.T) {
 			!strings.Contains(kstatusMessage(p.Status), "in place for "+v2+" (maxSurge 0, maxUnavailable 1)") {
 			t.Errorf("while replacing: drift %v %s %q", p.Drift, p.Status.Phase, kstatusMessage(p.Status))
 		}
-		_ = pod
 
 		// Every pod replaced: the declared strategy is recorded, then put back.
 		c.markReady()
