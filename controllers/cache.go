@@ -36,6 +36,9 @@ import (
 //     annotations the operator does not read (a client-side apply's
 //     last-applied-configuration); the strings every resource repeats
 //     (condition types, reasons and messages) are stored once.
+//   - ServiceAccounts are read by metadata, pruned to their names, and only
+//     once a model names one (the informer starts with the first read):
+//     the writes of a model are never made as one that does not exist.
 //
 // Pods are not in the manager's cache: the reconciler keeps the pods of
 // baking versions in a store of its own, in a smaller shape (pods.go).
@@ -50,7 +53,31 @@ func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 			Transform: PruneConfigMap,
 		},
 		&appsv1.Deployment{}: {Transform: PruneDeployment},
+		serviceAccountMetadata(): {Transform: PruneServiceAccount},
 	}
+}
+
+// serviceAccountMetadata is the cache's key for ServiceAccounts, read by
+// metadata only: the reconciler asks whether the ServiceAccount a model's
+// writes are made as exists (impersonate.go).
+func serviceAccountMetadata() *metav1.PartialObjectMetadata {
+	sa := &metav1.PartialObjectMetadata{}
+	sa.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ServiceAccount"))
+	return sa
+}
+
+// PruneServiceAccount is the cache transform for ServiceAccounts: their
+// identity and version, nothing else (no labels, annotations or
+// managedFields).
+func PruneServiceAccount(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	out := &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta}
+	out.Namespace, out.Name, out.UID, out.ResourceVersion = m.Namespace, m.Name, m.UID, m.ResourceVersion
+	out.DeletionTimestamp = m.DeletionTimestamp
+	return out, nil
 }
 
 // PruneDeployment is the cache transform for Deployments (see

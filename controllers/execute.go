@@ -41,17 +41,28 @@ type outcome struct {
 // them (cacheLag).
 func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 	log := ctrl.LoggerFrom(ctx)
+	as := rollout.WritesAs(p.obj, r.DefaultServiceAccount)
 	fail := func(step rollout.Step, err error) outcome {
 		f := &rollout.Failure{Step: step, Kind: classify(err)}
-		if f.Kind == rollout.Rejected {
+		switch f.Kind {
+		case rollout.Rejected:
+			f.Detail = rejectionDetail(err)
+		case rollout.Denied:
 			f.Detail = rejectionDetail(err)
 		}
 		log.Error(err, "step failed", "step", step, "kind", f.Kind)
 		return outcome{failure: f}
 	}
 	plan, ns := &p.plan, p.obj.Namespace
+	// Every write below is made as the model's ServiceAccount, when it has
+	// one (reads through r.Client and r.APIReader stay the operator's).
+	wctx := writeAs(ctx, ns, as)
+	if step, writes := firstWrite(p); writes && as != "" && r.serviceAccountMissing(ctx, ns, as) {
+		return outcome{failure: &rollout.Failure{Step: step, Kind: rollout.Denied,
+			Detail: MsgServiceAccountMissing}}
+	}
 	for _, cm := range plan.EnsureConfigMaps {
-		if err := target.CreateConfigMap(ctx, r.Client, r.APIReader, cm, p.obj.UID); err != nil {
+		if err := target.CreateConfigMap(wctx, r.Writer, r.APIReader, cm, p.obj.UID); err != nil {
 			if errors.Is(err, target.ErrNameTaken) {
 				return outcome{failure: &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.NameTaken}}
 			}
@@ -70,7 +81,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			precondition = dep.ResourceVersion
 		}
 		if plan.ReleaseReplicas {
-			read, answer, err := target.DropField(ctx, r.Client, r.APIReader, dep.Namespace, dep.Name, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
+			read, answer, err := target.DropField(wctx, r.Writer, r.APIReader, dep.Namespace, dep.Name, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
 			w.moved(read.ResourceVersion, read.Generation)
 			switch {
 			case apierrors.IsConflict(err):
@@ -88,7 +99,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			if intent == nil {
 				continue
 			}
-			answer, err := target.Apply(ctx, r.Client, intent, r.FieldManager, precondition)
+			answer, err := target.Apply(wctx, r.Writer, intent, r.FieldManager, precondition)
 			switch {
 			case precondition != "" && apierrors.IsConflict(err):
 				w.conflicted()
@@ -118,7 +129,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			continue
 		}
 		w := r.targetLag.track(keyOf(rel.dep), rel.dep.UID, rel.release.ResourceVersion, rel.dep.Generation)
-		answers, err := target.Release(ctx, r.Client, rel.release.Keep, r.FieldManager, rel.release.ResourceVersion, v1alpha1.ModelResourceAnnotation)
+		answers, err := target.Release(wctx, r.Writer, rel.release.Keep, r.FieldManager, rel.release.ResourceVersion, v1alpha1.ModelResourceAnnotation)
 		for _, a := range answers {
 			w.moved(a.ResourceVersion, a.Generation)
 		}
@@ -134,23 +145,48 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 	}
 	for _, name := range plan.PruneConfigMaps {
-		if err := target.DeleteConfigMap(ctx, r.Client, ns, name); err != nil {
+		if err := target.DeleteConfigMap(wctx, r.Writer, ns, name); err != nil {
 			return fail(rollout.StepPrune, err)
 		}
 	}
 	return outcome{}
 }
 
+// firstWrite is the step of the first write the plan makes, if it makes
+// any, in execute's order.
+func firstWrite(p *pass) (rollout.Step, bool) {
+	plan := &p.plan
+	switch {
+	case len(plan.EnsureConfigMaps) > 0:
+		return rollout.StepManifest, true
+	case p.observed.Deployment != nil && (plan.ReleaseReplicas || plan.Takeover != nil || plan.ApplyDeployment != nil):
+		return rollout.StepApply, true
+	case len(plan.ReleasePrevious) > 0 || plan.Release != nil && p.observed.Deployment != nil:
+		return rollout.StepRelease, true
+	case len(plan.PruneConfigMaps) > 0:
+		return rollout.StepPrune, true
+	}
+	return "", false
+}
+
+// MsgServiceAccountMissing is the detail of a write refused because the
+// ServiceAccount it would be made as does not exist.
+const MsgServiceAccountMissing = "the ServiceAccount does not exist"
+
 func keyOf(dep *appsv1.Deployment) types.NamespacedName {
 	return types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name}
 }
 
-// classify sorts a failed request: a rejection needs a person (forbidden,
-// invalid, denied by an admission webhook, a bad request); everything else
+// classify sorts a failed request: a denial of the API server's
+// authorization (the identity the write was made as may not make it) and a
+// rejection (forbidden otherwise, invalid, denied by an admission webhook,
+// a bad request) need a person; everything else
 // (busy, unavailable, timed out, a lost connection, a target that vanished)
 // clears by itself.
 func classify(err error) rollout.FailureKind {
 	switch {
+	case isAccessDenied(err):
+		return rollout.Denied
 	case apierrors.IsForbidden(err), apierrors.IsInvalid(err), apierrors.IsBadRequest(err),
 		apierrors.IsMethodNotSupported(err), apierrors.IsUnauthorized(err):
 		return rollout.Rejected

@@ -71,6 +71,7 @@ const lagRecheck = 2 * time.Second
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;impersonate
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -83,6 +84,16 @@ type OpenMedModelReconciler struct {
 	// ours the cache has not seen yet from a foreign one. Default: the
 	// manager's API reader.
 	APIReader client.Reader
+	// Writer makes the writes of a pass to the target Deployment and the
+	// manifest ConfigMaps, as the identity the request's context names
+	// (spec.serviceAccountName or DefaultServiceAccount; see impersonate.go).
+	// Default: a client on the manager's config that impersonates.
+	Writer client.Client
+	// DefaultServiceAccount is the ServiceAccount, in the model's
+	// namespace, the writes for a model without spec.serviceAccountName are
+	// made as (Flux's --default-service-account). Empty: such writes are
+	// made with the operator's own rights.
+	DefaultServiceAccount string
 	// EventRecorder records the core's transition events (Flux's
 	// events.Recorder satisfies it and can forward to notification-controller).
 	EventRecorder kevents.EventRecorder
@@ -142,6 +153,13 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	if r.Clock == nil {
 		r.Clock = time.Now
+	}
+	if r.Writer == nil {
+		w, err := newWriter(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		if err != nil {
+			return err
+		}
+		r.Writer = w
 	}
 	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
 	r.modelLag, r.targetLag = newCacheLag(), newCacheLag()
@@ -321,7 +339,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 
 // decide runs the core on what the pass observed.
 func (r *OpenMedModelReconciler) decide(p *pass) rollout.Plan {
-	return rollout.Decide(p.obj, p.observed, rollout.Options{FieldManager: r.FieldManager, RequeueInterval: r.RequeueInterval})
+	return rollout.Decide(p.obj, p.observed, rollout.Options{FieldManager: r.FieldManager, RequeueInterval: r.RequeueInterval, DefaultServiceAccount: r.DefaultServiceAccount})
 }
 
 // report decides again with the failed step as an input and writes the
@@ -420,7 +438,7 @@ type unanswered struct {
 // holdUnanswered keeps a pass whose status write may have taken effect
 // without an answer. A 409 or another 4xx answer says it did not.
 func (r *OpenMedModelReconciler) holdUnanswered(p *pass, err error) {
-	if apierrors.IsConflict(err) || classify(err) == rollout.Rejected || apierrors.IsNotFound(err) || apierrors.IsTooManyRequests(err) {
+	if apierrors.IsConflict(err) || classify(err) != rollout.Transient || apierrors.IsNotFound(err) || apierrors.IsTooManyRequests(err) {
 		return
 	}
 	r.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,10 @@ type writeCounter struct {
 	bodies map[string][]string
 	// codes holds the status code of every answer the API server gave a
 	// write (an injected answer is not the API server's and is not kept).
-	codes  map[string][]int
+	codes map[string][]int
+	// users holds, per write, the user it impersonated ("" for the
+	// operator's own identity).
+	users  map[string][]string
 	faults []*fault
 	total  atomic.Int64
 	// watchDelay, when not zero, holds each read of a Deployment watch
@@ -154,6 +158,7 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		w.mu.Lock()
 		w.counts[key]++
 		w.bodies[key] = append(w.bodies[key], string(body))
+		w.users[key] = append(w.users[key], req.Header.Get("Impersonate-User"))
 		w.mu.Unlock()
 		f := w.faultFor(req.Method, req.URL.Path, string(body))
 		if f == nil {
@@ -223,6 +228,23 @@ func (w *writeCounter) requests(method, suffix string) []string {
 	return out
 }
 
+// writesAs returns the writes whose path contains part, each as "method
+// path as user" with the user it impersonated ("" for the operator's own).
+func (w *writeCounter) writesAs(part string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for k, users := range w.users {
+		if strings.Contains(k, part) {
+			for _, u := range users {
+				out = append(out, k+" as "+u)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func (w *writeCounter) snapshot() (int64, map[string]int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -258,7 +280,14 @@ func startOperator(t *testing.T) *operator {
 // metrics count this namespace's passes alone.
 func startOperatorIn(t *testing.T, namespace string) *operator {
 	t.Helper()
-	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}, codes: map[string][]int{}}
+	return startOperatorWith(t, namespace, "")
+}
+
+// startOperatorWith is startOperatorIn with the reconciler's
+// DefaultServiceAccount (the operator's --default-service-account).
+func startOperatorWith(t *testing.T, namespace, defaultServiceAccount string) *operator {
+	t.Helper()
+	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}, codes: map[string][]int{}, users: map[string][]string{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = writes.wrap
 	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(nil)}
@@ -292,6 +321,8 @@ func startOperatorIn(t *testing.T, namespace string) *operator {
 		EventRecorder:   recorder,
 		ModelMetrics:    metrics,
 		RequeueInterval: 2 * time.Second,
+
+		DefaultServiceAccount: defaultServiceAccount,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllers.Options{MaxConcurrentReconciles: 2, Namespace: namespace}); err != nil {
 		cancel()

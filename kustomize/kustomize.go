@@ -1,6 +1,7 @@
 // Package kustomize renders and applies the operator's install bundle. The
 // overlays in this directory (default/ for a cluster-wide install,
-// namespaced/ for a single namespace) are built in-process with kustomize's
+// namespaced/ for a single namespace, lockdown/ for a cluster-wide install
+// whose writes are all made as the models' ServiceAccounts) are built in-process with kustomize's
 // krusty API, so neither tests nor `make run` need a kustomize binary.
 package kustomize
 
@@ -26,6 +27,11 @@ const (
 	// NamespacedOverlay installs the operator into the one namespace it
 	// watches, with a Role instead of a ClusterRole.
 	NamespacedOverlay = "namespaced"
+	// LockdownOverlay is the cluster-wide install for many tenants: the
+	// operator may write no Deployment or ConfigMap itself, and makes every
+	// write for a model as a ServiceAccount of the model's namespace
+	// (--default-service-account=default).
+	LockdownOverlay = "lockdown"
 )
 
 // FieldManager is the server-side apply field manager Apply uses (Flux's

@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -37,6 +38,7 @@ type overlay struct {
 var overlays = []overlay{
 	{name: kustomize.DefaultOverlay, namespace: "openmed-system", clusterWide: true},
 	{name: kustomize.NamespacedOverlay, namespace: "openmed-models", clusterWide: false},
+	{name: kustomize.LockdownOverlay, namespace: "openmed-system", clusterWide: true},
 }
 
 func build(t *testing.T, name string) []*unstructured.Unstructured {
@@ -115,6 +117,10 @@ func TestOverlaysRender(t *testing.T) {
 			var dep appsv1.Deployment
 			typed(t, objs, "Deployment", "openmed-operator", &dep)
 			checkDeployment(t, &dep, allNamespaces)
+			lockdown := slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--default-service-account=default")
+			if lockdown != (ov.name == kustomize.LockdownOverlay) {
+				t.Errorf("--default-service-account=default in the args: %v, want it in the lockdown overlay only", lockdown)
+			}
 			var np networkingv1.NetworkPolicy
 			typed(t, objs, "NetworkPolicy", "openmed-operator", &np)
 			checkNetworkPolicy(t, &np, &dep)
@@ -218,6 +224,28 @@ func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, dep *appsv
 
 // TestRBACHasNoWildcards guards what SubjectAccessReviews cannot enumerate:
 // no rule grants every verb, resource or group.
+// TestLockdownRoleFollowsTheGeneratedRole: the lockdown's ClusterRole is
+// the one generated from the controller's markers without any write on
+// Deployments and ConfigMaps, so a right the reconciler gains reaches the
+// lockdown too (or this test names it).
+func TestLockdownRoleFollowsTheGeneratedRole(t *testing.T) {
+	rules := func(overlay string) []rbacv1.PolicyRule {
+		var role rbacv1.ClusterRole
+		typed(t, build(t, overlay), "ClusterRole", "openmed-operator", &role)
+		return role.Rules
+	}
+	var want []rbacv1.PolicyRule
+	for _, r := range rules(kustomize.DefaultOverlay) {
+		if slices.Contains(r.Resources, "deployments") || slices.Contains(r.Resources, "configmaps") {
+			r.Verbs = slices.DeleteFunc(slices.Clone(r.Verbs), func(v string) bool { return v != "get" && v != "list" && v != "watch" })
+		}
+		want = append(want, r)
+	}
+	if got := rules(kustomize.LockdownOverlay); !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("lockdown ClusterRole rules:\n%+v\nwant the generated ones without writes on Deployments and ConfigMaps:\n%+v", got, want)
+	}
+}
+
 func TestRBACHasNoWildcards(t *testing.T) {
 	for _, ov := range overlays {
 		for _, o := range build(t, ov.name) {
@@ -375,12 +403,43 @@ func TestServiceAccountAccess(t *testing.T) {
 			{"update", "coordination.k8s.io", "leases", other, false},
 		}
 	}
+	// The lockdown grants the same as the default install except the
+	// writes on Deployments and ConfigMaps.
+	lockdownCommon := func(own, other string) []access {
+		var out []access
+		for _, a := range common(own, other) {
+			if (a.resource == "deployments" || a.resource == "configmaps") && a.allowed && a.verb != "get" && a.verb != "list" && a.verb != "watch" {
+				a.allowed = false
+			}
+			out = append(out, a)
+		}
+		return out
+	}
 	cases := map[string][]access{
 		kustomize.DefaultOverlay: append(common("openmed-system", "team-a"),
 			access{"list", "openmed.ai", "openmedmodels", "", true},
 			access{"watch", "apps", "deployments", "", true},
 			access{"patch", "apps", "deployments", "team-a", true},
 			access{"create", "", "configmaps", "team-a", true},
+			// A model with spec.serviceAccountName writes as it.
+			access{"impersonate", "", "serviceaccounts", "team-a", true},
+			access{"impersonate", "", "users", "", false},
+		),
+		kustomize.LockdownOverlay: append(lockdownCommon("openmed-system", "team-a"),
+			access{"list", "openmed.ai", "openmedmodels", "", true},
+			access{"watch", "apps", "deployments", "", true},
+			access{"get", "", "configmaps", "team-a", true},
+			access{"impersonate", "", "serviceaccounts", "team-a", true},
+			// No write of its own on what belongs to a tenant.
+			access{"patch", "apps", "deployments", "team-a", false},
+			access{"patch", "apps", "deployments", "openmed-system", false},
+			access{"create", "", "configmaps", "team-a", false},
+			access{"delete", "", "configmaps", "team-a", false},
+			access{"update", "", "configmaps", "team-a", false},
+			access{"patch", "", "configmaps", "team-a", false},
+			// Users and groups are not impersonated: only ServiceAccounts.
+			access{"impersonate", "", "users", "", false},
+			access{"impersonate", "", "groups", "", false},
 		),
 		kustomize.NamespacedOverlay: append(common("openmed-models", "team-a"),
 			access{"list", "openmed.ai", "openmedmodels", "", false},

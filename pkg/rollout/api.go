@@ -91,6 +91,11 @@ const (
 	// webhook) need a person to act; they are retried too, so the resource
 	// recovers once the cause is fixed.
 	Rejected FailureKind = "Rejected"
+	// Denied requests were refused by the API server's authorization: the
+	// identity the write was made as (the model's ServiceAccount, or the
+	// operator) may not make it. They need a person too, and are retried,
+	// so a granted right is picked up by itself.
+	Denied FailureKind = "Denied"
 	// NameTaken: a manifest ConfigMap name is used by an object this
 	// resource does not own.
 	NameTaken FailureKind = "NameTaken"
@@ -102,7 +107,9 @@ type Failure struct {
 	Step Step
 	// Kind classifies the failure.
 	Kind FailureKind
-	// Detail is, for a Rejected request, what the API server said is wrong,
+	// Detail is, for a Rejected or Denied request, what the API server said
+	// is wrong (for a Denied one, which user may not make which verb on which
+	// resource),
 	// as field paths and reasons (for example "spec.progressDeadlineSeconds:
 	// Invalid value: 8: must be greater than minReadySeconds"), so the
 	// status says what to fix. The reconciler builds it from the answer's

@@ -74,6 +74,10 @@ const (
 	MsgReleaseFailed  = "Releasing the target Deployment failed; retrying."
 	MsgPruneFailed    = "Deleting superseded manifest ConfigMaps failed; retrying."
 	MsgInternalError  = "The operator failed unexpectedly during this pass; retrying."
+	// MsgAccessDenied is a denied write's message without the API server's
+	// answer; MsgAccessDeniedAs starts it with one (the write, the identity).
+	MsgAccessDenied   = "The API server's authorization denied a write; retrying until the right is granted."
+	MsgAccessDeniedAs = "The API server's authorization denied the %s as %s"
 
 	// The start of a rejected request's message when the API server said
 	// what is wrong; its causes follow (see Failure.Detail).

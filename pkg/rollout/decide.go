@@ -35,6 +35,11 @@ type Options struct {
 	// RequeueInterval is Plan.RequeueAfter while a rollout is in flight.
 	// Default DefaultRequeueInterval.
 	RequeueInterval time.Duration
+	// DefaultServiceAccount is the ServiceAccount a resource without
+	// spec.serviceAccountName writes as (the operator's
+	// --default-service-account); empty: the operator's own rights. It only
+	// names the identity in the status of a denied write.
+	DefaultServiceAccount string
 }
 
 func (o Options) withDefaults() Options {

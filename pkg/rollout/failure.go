@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,10 +24,12 @@ type failureReport struct {
 // retried by itself (Reconciling). Both are retried with a short backoff.
 func reportFor(f Failure) failureReport {
 	ks := reconciling
-	if f.Kind == Rejected {
+	if f.Kind == Rejected || f.Kind == Denied {
 		ks = stalled
 	}
 	switch {
+	case f.Kind == Denied:
+		return failureReport{v1alpha1.AccessDeniedReason, MsgAccessDenied, ks, ""}
 	case f.Kind == NameTaken:
 		return failureReport{v1alpha1.ManifestConflictReason, MsgManifestConflict, reconciling, ""}
 	case f.Step == StepManifest:
@@ -54,6 +58,9 @@ func (d *decider) failed(fail Failure) {
 	if fail.Kind == Rejected && fail.Detail != "" && r.rejected != "" {
 		// The API server said what is wrong: the message says what to fix.
 		r.message = r.rejected + ": " + Shorten(fail.Detail, MaxFailureDetail)
+	}
+	if fail.Kind == Denied {
+		r.message = deniedMessage(fail, d.obj.Namespace, WritesAs(d.obj, d.opts.DefaultServiceAccount))
 	}
 	if d.st.Phase == "" {
 		d.st.Phase = v1alpha1.PhasePending
@@ -100,4 +107,38 @@ func ownedCondition(t string) bool {
 		return true
 	}
 	return false
+}
+
+// deniedMessage says which write was denied, as whom, and what the API
+// server's authorization answered (the user, the verb and the resource).
+func deniedMessage(fail Failure, namespace, serviceAccount string) string {
+	as := "the operator's own identity"
+	if serviceAccount != "" {
+		as = "ServiceAccount " + namespace + "/" + serviceAccount
+	}
+	msg := fmt.Sprintf(MsgAccessDeniedAs, deniedWrite[fail.Step], as)
+	if fail.Detail != "" {
+		msg += ": " + Shorten(fail.Detail, MaxFailureDetail)
+	}
+	return msg + "; retrying until the right is granted."
+}
+
+// deniedWrite names the write of each step in a denied write's message.
+var deniedWrite = map[Step]string{
+	StepManifest: "creation of the manifest ConfigMap",
+	StepApply:    "apply of the model pointer to the target Deployment",
+	StepRelease:  "release of a Deployment",
+	StepPrune:    "deletion of a superseded manifest ConfigMap",
+	StepInternal: "write",
+}
+
+// WritesAs is the ServiceAccount, of obj's namespace, whose identity the
+// operator's writes for obj are made with: spec.serviceAccountName, else
+// defaultServiceAccount (the operator's --default-service-account); empty
+// when the operator writes with its own rights.
+func WritesAs(obj *v1alpha1.OpenMedModel, defaultServiceAccount string) string {
+	if obj.Spec.ServiceAccountName != "" {
+		return obj.Spec.ServiceAccountName
+	}
+	return defaultServiceAccount
 }

@@ -42,6 +42,7 @@ var (
 		"tier":                  str,
 		"replicas":              num,
 		"manifestConfigMapName": str,
+		"serviceAccountName":    str,
 		"suspend":               bln,
 		"revisionHistoryLimit":  num,
 		"targetRef": {kind: kObject, fields: map[string]*node{

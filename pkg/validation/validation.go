@@ -87,6 +87,9 @@ func ValidateSpec(spec *v1alpha1.OpenMedModelSpec, fldPath *field.Path) field.Er
 	if spec.ManifestConfigMapName != "" {
 		errs = append(errs, validateString(spec.ManifestConfigMapName, fldPath.Child("manifestConfigMapName"), v1alpha1.MaxDNSSubdomainLength, dnsSubdomainRE, MsgDNSSubdomain, false)...)
 	}
+	if spec.ServiceAccountName != "" {
+		errs = append(errs, validateString(spec.ServiceAccountName, fldPath.Child("serviceAccountName"), v1alpha1.MaxDNSSubdomainLength, dnsSubdomainRE, MsgDNSSubdomain, false)...)
+	}
 	if spec.RevisionHistoryLimit != nil {
 		errs = append(errs, validateRange(int64(*spec.RevisionHistoryLimit), fldPath.Child("revisionHistoryLimit"), v1alpha1.MinRevisionHistoryLimit, v1alpha1.MaxRevisionHistoryLimit)...)
 	}

@@ -57,6 +57,11 @@ type Options struct {
 	// EventsAddr is notification-controller's event endpoint; empty records
 	// Kubernetes Events only.
 	EventsAddr string
+	// DefaultServiceAccount is the ServiceAccount, of a model's namespace,
+	// whose identity the writes for a model without spec.serviceAccountName
+	// are made with (Flux's multi-tenancy lockdown flag). Empty: those
+	// writes use the operator's own rights.
+	DefaultServiceAccount string
 	// GotkMetrics records Flux's per-object gotk_reconcile_condition and
 	// gotk_suspend_status series (four per model) besides openmed_model_info.
 	GotkMetrics bool
@@ -85,6 +90,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "The address the metric endpoint binds to.")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":9440", "The address the health endpoint binds to.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "The address of the events receiver (notification-controller); empty records Kubernetes Events only.")
+	fs.StringVar(&o.DefaultServiceAccount, "default-service-account", "", "The ServiceAccount, in a model's namespace, the operator impersonates for the writes of a model without spec.serviceAccountName (multi-tenancy lockdown); empty uses the operator's own rights.")
 	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent OpenMedModel reconciles.")
 	fs.BoolVar(&o.GotkMetrics, "gotk-metrics", false, "Also export Flux's per-object gotk_reconcile_condition and gotk_suspend_status metrics (four series per model; openmed_model_info carries the same Ready status).")
 	fs.DurationVar(&o.RequeueInterval, "requeue-interval", 0, "How often a rollout in flight is re-evaluated; 0 uses the library default.")
@@ -232,6 +238,8 @@ func Run(ctx context.Context, opts Options) error {
 		RetryBaseDelay:  opts.RateLimiter.MinRetryDelay,
 		RetryMaxDelay:   opts.RateLimiter.MaxRetryDelay,
 		Clock:           clock.Now,
+
+		DefaultServiceAccount: opts.DefaultServiceAccount,
 	}
 	if err := r.SetupWithManager(ctx, mgr, controllers.Options{
 		MaxConcurrentReconciles: opts.Concurrent,
@@ -241,7 +249,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("set up the %s controller: %w", controllers.ControllerName, err)
 	}
 
-	log.Info("starting manager", "namespace", scope.Namespace, "labelSelector", opts.Watch.LabelSelector,
+	log.Info("starting manager", "namespace", scope.Namespace, "labelSelector", opts.Watch.LabelSelector, "defaultServiceAccount", opts.DefaultServiceAccount,
 		"leaderElection", opts.LeaderElection.Enable, "lease", scope.LeaderElectionID)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)

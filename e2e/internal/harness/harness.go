@@ -25,8 +25,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 )
@@ -35,9 +37,20 @@ import (
 // log records its requests only.
 const OperatorUser = "openmed-operator"
 
+// LockdownUser is the user the operator process authenticates as in a
+// cluster of StartLockdown: the ServiceAccount of the install bundle, with
+// no rights but the lockdown overlay's.
+const LockdownUser = "system:serviceaccount:openmed-system:openmed-operator"
+
 // Cluster is a kube-apiserver and etcd with the CRDs installed and an audit
-// log of OperatorUser's requests.
+// log of the operator's requests.
 type Cluster struct {
+	// User is the user the operator authenticates as (OperatorUser, or
+	// LockdownUser); the audit log records its requests only.
+	User string
+	// OperatorArgs are flags the operator must run with in this cluster
+	// (the lockdown overlay's --default-service-account).
+	OperatorArgs []string
 	Env *testenv.Environment
 	// Client is an administrator's client, outside the audit log.
 	Client client.WithWatch
@@ -54,10 +67,52 @@ type Cluster struct {
 // Cluster.Stop.
 func Start(t *testing.T, dir, level string) *Cluster {
 	t.Helper()
-	c := &Cluster{AuditLog: filepath.Join(dir, "audit.log"), Kubeconfig: filepath.Join(dir, "operator.kubeconfig")}
+	return start(t, dir, level, OperatorUser, "system:masters")
+}
+
+// StartLockdown is Start for an operator installed by the lockdown overlay
+// (kustomize/lockdown): the bundle is applied, the operator authenticates
+// as the bundle's ServiceAccount (LockdownUser) and holds exactly the
+// overlay's rights, so every write it makes to a Deployment or a ConfigMap
+// must be made as a ServiceAccount of the object's namespace. Run the
+// operator with OperatorArgs.
+func StartLockdown(t *testing.T, dir, level string) *Cluster {
+	t.Helper()
+	c := start(t, dir, level, LockdownUser, "system:serviceaccounts", "system:serviceaccounts:openmed-system")
+	objs, err := kustomize.Build(filepath.Join(kustomize.Dir(), kustomize.LockdownOverlay))
+	if err != nil {
+		c.Stop(t)
+		t.Fatal(err)
+	}
+	if _, err := kustomize.Apply(context.Background(), c.Client, objs); err != nil {
+		c.Stop(t)
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		for _, a := range args {
+			if strings.HasPrefix(a, "--default-service-account") {
+				c.OperatorArgs = append(c.OperatorArgs, a)
+			}
+		}
+	}
+	if len(c.OperatorArgs) == 0 {
+		c.Stop(t)
+		t.Fatal("the lockdown overlay's operator has no --default-service-account")
+	}
+	return c
+}
+
+func start(t *testing.T, dir, level, user string, groups ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{User: user, AuditLog: filepath.Join(dir, "audit.log"), Kubeconfig: filepath.Join(dir, "operator.kubeconfig")}
 	policy := filepath.Join(dir, "audit-policy.yaml")
 	body := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules:\n" +
-		"- level: " + level + "\n  users: [\"" + OperatorUser + "\"]\n- level: None\n"
+		"- level: " + level + "\n  users: [\"" + user + "\"]\n- level: None\n"
 	if err := os.WriteFile(policy, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +123,7 @@ func Start(t *testing.T, dir, level string) *Cluster {
 		t.Fatal(err)
 	}
 	c.Env = env
-	if c.KubeconfigData, err = env.AddUser(OperatorUser, "system:masters"); err != nil {
+	if c.KubeconfigData, err = env.AddUser(user, groups...); err != nil {
 		c.Stop(t)
 		t.Fatal(err)
 	}
@@ -95,6 +150,9 @@ type Request struct {
 	Verb, Resource, Subresource, Namespace, Name string
 	Code                                         int
 	At                                           time.Time
+	// ImpersonatedUser is the user the request was made as, when the
+	// operator impersonated one (a model's ServiceAccount).
+	ImpersonatedUser string
 	// Response is the object the API server answered with, at audit level
 	// RequestResponse.
 	Response json.RawMessage
@@ -136,6 +194,9 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 			User  struct {
 				Username string `json:"username"`
 			} `json:"user"`
+			ImpersonatedUser *struct {
+				Username string `json:"username"`
+			} `json:"impersonatedUser"`
 			ObjectRef *struct {
 				Resource    string `json:"resource"`
 				Subresource string `json:"subresource"`
@@ -151,7 +212,7 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit line: %v", err)
 		}
-		if e.User.Username != OperatorUser || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
+		if e.User.Username != c.User || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
 			continue
 		}
 		at := e.RequestReceived.Time
@@ -162,6 +223,9 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, At: at, Response: e.ResponseObject}
 		if e.ResponseStatus != nil {
 			r.Code = e.ResponseStatus.Code
+		}
+		if e.ImpersonatedUser != nil {
+			r.ImpersonatedUser = e.ImpersonatedUser.Username
 		}
 		out = append(out, r)
 	}

@@ -92,6 +92,9 @@ const (
 	ReleaseFailedReason  = "ReleaseFailed"
 	PruneFailedReason    = "PruneFailed"
 	InternalErrorReason  = "InternalError"
+	// AccessDenied: the API server's authorization refused a write (the
+	// model's ServiceAccount, or the operator, may not make it).
+	AccessDeniedReason = "AccessDenied"
 
 	// Rollback.
 	NotRequestedReason         = "NotRequested"

@@ -131,6 +131,22 @@ type OpenMedModelSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*$`
 	ManifestConfigMapName string `json:"manifestConfigMapName,omitempty"`
 
+	// ServiceAccountName is a ServiceAccount of the resource's namespace the
+	// operator impersonates for every write it makes to the target Deployment
+	// and to the manifest ConfigMaps (the apply, the release, the manifest
+	// ConfigMaps' creation and deletion). The operator then changes only
+	// what that ServiceAccount may change. Reads, the status and events stay
+	// the operator's own. When omitted, the writes are made with the
+	// operator's own rights, or, when the operator runs with
+	// --default-service-account, as that ServiceAccount of the resource's
+	// namespace.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
 	// RolloutStrategy says how the target Deployment rolls to a new version and
 	// whether a failed rollout is rolled back.
 	//
