@@ -52,7 +52,7 @@ func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 			Label:     labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}),
 			Transform: PruneConfigMap,
 		},
-		&appsv1.Deployment{}: {Transform: PruneDeployment},
+		&appsv1.Deployment{}:     {Transform: PruneDeployment},
 		serviceAccountMetadata(): {Transform: PruneServiceAccount},
 	}
 }

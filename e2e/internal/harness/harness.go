@@ -22,10 +22,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/kustomize"
@@ -51,7 +51,7 @@ type Cluster struct {
 	// OperatorArgs are flags the operator must run with in this cluster
 	// (the lockdown overlay's --default-service-account).
 	OperatorArgs []string
-	Env *testenv.Environment
+	Env          *testenv.Environment
 	// Client is an administrator's client, outside the audit log.
 	Client client.WithWatch
 	// AuditLog is the audit log file.
