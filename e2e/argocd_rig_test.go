@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,7 +59,18 @@ type argoRig struct {
 	kubeconfig string
 	server     string // argocd-server's address, for the CLI
 	git        *gitServer
+	// passwords of Argo CD's admin and the local accounts of
+	// examples/argocd/argocd-rbac-cm.yaml.
+	passwords map[string]string
 }
+
+// The local accounts of examples/argocd/argocd-rbac-cm.yaml: one may run
+// the rollback action only, the other no action.
+const (
+	argoAdmin      = "admin"
+	argoRollbacker = "model-rollbacker"
+	argoViewer     = "model-viewer"
+)
 
 func startArgoCD(t *testing.T) *argoRig {
 	t.Helper()
@@ -102,8 +114,16 @@ func startArgoCD(t *testing.T) *argoRig {
 	_, serverPort, _ := net.SplitHostPort(rig.server)
 	rig.argocd(t, "argocd-server", []string{"--address", "127.0.0.1", "--port", serverPort, "--metrics-address", "127.0.0.1",
 		"--metrics-port", freePort(t), "--redis", redisAddr, "--repo-server", repoAddr, "--repo-server-plaintext",
-		"--insecure", "--disable-auth", "--dex-server", "", "--loglevel", "info"})
+		"--insecure", "--dex-server", "", "--loglevel", "info"})
 	waitListening(t, "argocd-server", rig.server)
+	// Authentication is on: each account logs in with its password, as a
+	// user of the CLI does, into a CLI configuration of its own.
+	for account := range rig.passwords {
+		eventually(t, "argocd login as "+account, func() (bool, string) {
+			out, err := rig.cliAs(t, account, "login", rig.server, "--username", account, "--password", rig.passwords[account])
+			return err == nil, out
+		})
+	}
 	return rig
 }
 
@@ -121,17 +141,44 @@ func (r *argoRig) configure(t *testing.T) {
 	if err != nil || len(objs) != 1 {
 		t.Fatalf("examples/argocd/argocd-cm.yaml: %v", err)
 	}
+	rbac, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "argocd", "argocd-rbac-cm.yaml"))
+	if err != nil || len(rbac) != 1 {
+		t.Fatalf("examples/argocd/argocd-rbac-cm.yaml: %v", err)
+	}
 	partOf := map[string]string{"app.kubernetes.io/part-of": "argocd"}
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		t.Fatal(err)
+	random := func(n int) string {
+		b := make([]byte, n)
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+		return hex.EncodeToString(b)
+	}
+	// The local accounts the policy names, with logins; passwords go into
+	// argocd-secret as Argo CD keeps them (bcrypt).
+	cm := objs[0]
+	now := time.Now().UTC().Format(time.RFC3339)
+	secretData := map[string]string{"server.secretkey": random(32)}
+	r.passwords = map[string]string{}
+	for _, account := range []string{argoAdmin, argoRollbacker, argoViewer} {
+		r.passwords[account] = random(12)
+		hash, err := bcrypt.GenerateFromPassword([]byte(r.passwords[account]), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := "accounts." + account + "."
+		if account == argoAdmin {
+			prefix = "admin."
+		} else if err := unstructured.SetNestedField(cm.Object, "login", "data", "accounts."+account); err != nil {
+			t.Fatal(err)
+		}
+		secretData[prefix+"password"], secretData[prefix+"passwordMtime"] = string(hash), now
 	}
 	for _, o := range []client.Object{
-		objs[0],
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-rbac-cm", Namespace: argocdNamespace, Labels: partOf}},
+		cm,
+		rbac[0],
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cmd-params-cm", Namespace: argocdNamespace, Labels: partOf}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: argocdNamespace, Labels: partOf},
-			StringData: map[string]string{"server.secretkey": hex.EncodeToString(secret)}},
+			StringData: secretData},
 	} {
 		o.SetNamespace(argocdNamespace)
 		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -221,12 +268,22 @@ func startChild(t *testing.T, name, dir string, cmd *exec.Cmd, stopped func(logP
 	})
 }
 
-// cli runs the argocd CLI against argocd-server and returns its output.
+// cli runs the argocd CLI against argocd-server as Argo CD's admin and
+// returns its output.
 func (r *argoRig) cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	return r.cliAs(t, argoAdmin, args...)
+}
+
+// cliAs runs the argocd CLI as account (logged in by startArgoCD).
+func (r *argoRig) cliAs(t *testing.T, account string, args ...string) (string, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	args = append(args, "--server", r.server, "--plaintext", "--config", filepath.Join(r.work, "cli-config"))
+	args = append(args, "--plaintext", "--config", filepath.Join(r.work, "cli-config-"+account))
+	if args[0] != "login" {
+		args = append(args, "--server", r.server)
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(r.dir, "argocd"), args...)
 	cmd.Env = append(os.Environ(), "ARGOCD_BINARY_NAME=argocd", "HOME="+r.work)
 	out, err := cmd.CombinedOutput()

@@ -171,8 +171,26 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	t.Logf("revert commit -> Healthy in %s", time.Since(committed).Round(100*time.Millisecond))
 	f.quiet("revert")
 
-	// The resource actions, through argocd-server's API.
-	f.action("rollback")
+	// The resource actions, through argocd-server's API, with Argo CD's
+	// RBAC deciding who may run which (examples/argocd/argocd-rbac-cm.yaml):
+	// the viewer may run none, the rollbacker only rollback. A refused
+	// action changes nothing.
+	before := read(t, f.ns).m
+	for _, try := range []struct{ account, action string }{
+		{argoViewer, "rollback"}, {argoViewer, "suspend"}, {argoRollbacker, "suspend"}, {argoRollbacker, "retry"},
+	} {
+		out, err := f.actionAs(try.account, try.action)
+		if err == nil || !strings.Contains(out, "PermissionDenied") {
+			t.Errorf("%s ran the %s action: err %v, output %q; want Argo CD's PermissionDenied", try.account, try.action, err, out)
+		}
+	}
+	if after := read(t, f.ns).m; after.ResourceVersion != before.ResourceVersion {
+		t.Errorf("refused actions changed the model: resourceVersion %s -> %s, annotations %v, suspend %v",
+			before.ResourceVersion, after.ResourceVersion, after.Annotations, after.Spec.Suspend)
+	}
+	if out, err := f.actionAs(argoRollbacker, "rollback"); err != nil {
+		t.Fatalf("%s may run rollback: %v\n%s", argoRollbacker, err, out)
+	}
 	f.await("held at v1 by the rollback action", func(s appState) bool {
 		return s.modelHealth == "Degraded" && strings.Contains(s.modelMessage, "Held at "+v1)
 	})
@@ -452,14 +470,20 @@ func (f *argoFlow) corrections() int {
 	return len(eventMessages(f.t, f.ns, v1alpha1.DriftCorrectedReason)) + len(eventMessages(f.t, f.ns, v1alpha1.FieldReplacedReason))
 }
 
-// action runs a resource action on the model with `argocd app actions run`.
+// action runs a resource action on the model with `argocd app actions run`
+// as Argo CD's admin.
 func (f *argoFlow) action(name string) {
 	f.t.Helper()
-	out, err := f.rig.cli(f.t, "app", "actions", "run", f.app, name, "--kind", "OpenMedModel", "--group", "openmed.ai",
-		"--resource-name", modelName, "--namespace", f.ns)
-	if err != nil {
+	if out, err := f.actionAs(argoAdmin, name); err != nil {
 		f.t.Fatalf("argocd app actions run %s: %v\n%s", name, err, out)
 	}
+}
+
+// actionAs runs a resource action as a local account of the rig.
+func (f *argoFlow) actionAs(account, name string) (string, error) {
+	f.t.Helper()
+	return f.rig.cliAs(f.t, account, "app", "actions", "run", f.app, name, "--kind", "OpenMedModel", "--group", "openmed.ai",
+		"--resource-name", modelName, "--namespace", f.ns)
 }
 
 // appGet logs `argocd app get` as a user sees it, once per layout and
