@@ -182,6 +182,8 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 		out, err := f.actionAs(try.account, try.action)
 		if err == nil || !strings.Contains(out, "PermissionDenied") {
 			t.Errorf("%s ran the %s action: err %v, output %q; want Argo CD's PermissionDenied", try.account, try.action, err, out)
+		} else if try.account == argoViewer && try.action == "rollback" {
+			t.Logf("%s runs rollback: %s", try.account, strings.TrimSpace(out))
 		}
 	}
 	if after := read(t, f.ns).m; after.ResourceVersion != before.ResourceVersion {

@@ -216,6 +216,14 @@ type Result struct {
 	// of the target's pod template ("" when it starts none or the pods
 	// request nothing). With scarce GPUs a surge pod waits for one.
 	Capacity string `json:"capacity,omitempty"`
+	// WritesAs is the ServiceAccount, as namespace/name, the operator makes
+	// the writes for the model as (spec.serviceAccountName); "" when it
+	// writes with its own rights or its --default-service-account.
+	WritesAs string `json:"writesAs,omitempty"`
+	// Access says whether WritesAs may make the writes (Needs), as the API
+	// server's authorizer answered the caller's SubjectAccessReviews, or
+	// why that was not checked (set by the caller).
+	Access string `json:"access,omitempty"`
 	// Events are the reasons of the events the passes record.
 	Events []string `json:"events,omitempty"`
 
@@ -287,7 +295,32 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 	res.OnFailure = onFailure(cur, plan)
 	res.Bake = bake(cur, plan)
 	res.Capacity = capacity(cur, observed.Deployment, plan)
+	if sa := rollout.WritesAs(obj, ""); sa != "" {
+		res.WritesAs = obj.Namespace + "/" + sa
+	}
 	return res
+}
+
+// Need is one kind of write the acting pass makes: a verb on a resource
+// of the model's namespace.
+type Need struct {
+	Verb, Group, Resource string
+}
+
+// Needs lists the kinds of write of the result: the rights the identity
+// the writes are made as must hold.
+func (r *Result) Needs() []Need {
+	var out []Need
+	if len(r.CreateConfigMaps) > 0 {
+		out = append(out, Need{"create", "", "configmaps"})
+	}
+	if r.Apply != nil || r.Takeover != nil || len(r.Release) > 0 || r.ReleaseReplicas {
+		out = append(out, Need{"patch", "apps", "deployments"})
+	}
+	if len(r.PruneConfigMaps) > 0 {
+		out = append(out, Need{"delete", "", "configmaps"})
+	}
+	return out
 }
 
 // capacity describes what the rollout plan starts needs beyond the pods

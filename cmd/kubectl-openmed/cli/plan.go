@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -197,6 +198,9 @@ type source interface {
 	// changes lists the Deployment fields the intent changes; with
 	// keepReplicas the pass first gives spec.replicas up at its live value.
 	changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured, keepReplicas bool) ([]preview.FieldChange, error)
+	// access says whether the ServiceAccount ns/sa may make the writes
+	// needs, or why that cannot be checked.
+	access(ctx context.Context, ns, sa string, needs []preview.Need) string
 }
 
 // errLiveChanged says the Deployment changed while a model was planned.
@@ -265,6 +269,9 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 			return preview.Result{}, err
 		}
 		res.PodsRoll = preview.TemplateChanges(res.Deployment)
+	}
+	if sa := obj.Spec.ServiceAccountName; sa != "" && len(res.Needs()) > 0 {
+		res.Access = src.access(ctx, obj.Namespace, sa, res.Needs())
 	}
 	return res, nil
 }
@@ -426,6 +433,61 @@ func (f fileSource) changes(_ context.Context, live, _, intent *unstructured.Uns
 	return preview.Overlay(live, intent), nil
 }
 
+func (f fileSource) access(context.Context, string, string, []preview.Need) string {
+	return "not checked (offline)"
+}
+
+var (
+	serviceAccountsResource = corev1.SchemeGroupVersion.WithResource("serviceaccounts")
+	accessReviewsResource   = authorizationv1.SchemeGroupVersion.WithResource("subjectaccessreviews")
+)
+
+// access asks the API server's authorizer, with one SubjectAccessReview per
+// kind of write, whether the ServiceAccount ns/sa may make them, as the
+// operator's impersonated writes will be authorized. It says so when the
+// ServiceAccount does not exist (the operator then writes nothing), and
+// that it could not check when the caller may not create
+// SubjectAccessReviews.
+func (c clusterSource) access(ctx context.Context, ns, sa string, needs []preview.Need) string {
+	if _, err := c.t.dyn.Resource(serviceAccountsResource).Namespace(ns).Get(ctx, sa, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		return fmt.Sprintf("ServiceAccount %s/%s does not exist: the operator writes nothing as it (AccessDenied)", ns, sa)
+	}
+	user := "system:serviceaccount:" + ns + ":" + sa
+	var may, mayNot []string
+	for _, n := range needs {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               user,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: n.Verb, Group: n.Group, Resource: n.Resource},
+		}}
+		body, err := runtime.DefaultUnstructuredConverter.ToUnstructured(review)
+		if err != nil {
+			return "could not check: " + err.Error()
+		}
+		u := &unstructured.Unstructured{Object: body}
+		u.SetAPIVersion(authorizationv1.SchemeGroupVersion.String())
+		u.SetKind("SubjectAccessReview")
+		answer, err := c.t.dyn.Resource(accessReviewsResource).Create(ctx, u, metav1.CreateOptions{})
+		if err != nil {
+			if apierrors.IsForbidden(err) {
+				return "could not check: you may not create subjectaccessreviews (authorization.k8s.io)"
+			}
+			return "could not check: " + err.Error()
+		}
+		allowed, _, _ := unstructured.NestedBool(answer.Object, "status", "allowed")
+		what := n.Verb + " " + n.Resource
+		if allowed {
+			may = append(may, what)
+		} else {
+			mayNot = append(mayNot, what)
+		}
+	}
+	if len(mayNot) > 0 {
+		return fmt.Sprintf("may NOT %s: the operator's writes will be denied (AccessDenied) until it may", strings.Join(mayNot, ", "))
+	}
+	return "may " + strings.Join(may, ", ")
+}
+
 // printPlans writes the results as text, JSON or YAML.
 func (r *root) printPlans(output string, results []preview.Result) error {
 	switch output {
@@ -521,6 +583,16 @@ func printPlan(w io.Writer, res *preview.Result) {
 	}
 	if res.Capacity != "" {
 		fmt.Fprintf(w, "  capacity:    %s\n", res.Capacity)
+	}
+	if len(res.Needs()) > 0 {
+		if res.WritesAs != "" {
+			fmt.Fprintf(w, "  writes as:   ServiceAccount %s\n", res.WritesAs)
+		} else {
+			fmt.Fprintln(w, "  writes as:   the operator's own identity (or its --default-service-account)")
+		}
+	}
+	if res.Access != "" {
+		fmt.Fprintf(w, "  access:      %s\n", res.Access)
 	}
 	if res.OnFailure != "" {
 		fmt.Fprintf(w, "  on failure:  %s\n", res.OnFailure)
