@@ -153,12 +153,15 @@ type step struct {
 func run(t *testing.T, bin string, cfg runConfig) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cl := harness.Start(t, dir, "Metadata")
+	cl := harness.StartFor(t, dir, "Metadata")
 	defer cl.Stop(t)
 	c := cl.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
+	// With $OPENMED_LOCKDOWN, every model writes as the tenant's
+	// ServiceAccount.
+	sa := cl.Tenant(t, namespace)
 	sc := harness.NewStandIn(t, c, namespace, 4, cfg.delay).WithPods()
 	defer sc.Stop()
 	sc.Fail(manifestHash(t, broken))
@@ -185,7 +188,8 @@ func run(t *testing.T, bin string, cfg runConfig) {
 			t.Fatal(err)
 		}
 	}
-	r := &runner{t: t, bin: bin, dir: dir, kubeconfig: kubeconfig, c: c, rnd: rand.New(rand.NewPCG(cfg.seed, 99)), ended: map[*localrun.Operator]bool{}}
+	r := &runner{t: t, bin: bin, dir: dir, kubeconfig: kubeconfig, c: c, rnd: rand.New(rand.NewPCG(cfg.seed, 99)), ended: map[*localrun.Operator]bool{},
+		serviceAccount: sa, args: cl.OperatorArgs, leaseNamespace: cl.LeaseNamespace()}
 	defer r.stopAll()
 	for i := 0; i < max(1, cfg.replicas); i++ {
 		r.start()
@@ -459,6 +463,11 @@ type runner struct {
 	kubeconfig string
 	c          client.WithWatch
 	rnd        *rand.Rand
+	// serviceAccount is what the models name (the lockdown's tenant), args
+	// the flags the cluster asks for, leaseNamespace where the Lease is.
+	serviceAccount string
+	args           []string
+	leaseNamespace string
 
 	mu       sync.Mutex
 	ops      []*localrun.Operator
@@ -494,9 +503,9 @@ func (r *runner) launch() (*localrun.Operator, error) {
 	r.mu.Unlock()
 	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary: r.bin, Kubeconfig: r.kubeconfig, LogPath: filepath.Join(r.dir, fmt.Sprintf("operator-%d.log", n)),
-		Args: []string{"--log-level=info", "--log-encoding=console", "--enable-leader-election",
-			"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"},
-		Env: []string{"RUNTIME_NAMESPACE=default"},
+		Args: append([]string{"--log-level=info", "--log-encoding=console", "--enable-leader-election",
+			"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"}, r.args...),
+		Env: []string{"RUNTIME_NAMESPACE=" + r.leaseNamespace},
 	})
 	if err != nil {
 		return nil, err
@@ -664,7 +673,9 @@ func (r *runner) leader() *localrun.Operator {
 
 func (r *runner) createModels(n int) {
 	for i := 0; i < n; i++ {
-		if err := r.c.Create(context.Background(), model(i)); err != nil {
+		m := model(i)
+		m.Spec.ServiceAccountName = r.serviceAccount
+		if err := r.c.Create(context.Background(), m); err != nil {
 			r.t.Fatal(err)
 		}
 	}

@@ -299,12 +299,15 @@ func calls(t *testing.T, cl *harness.Cluster, from, to time.Time) (models, infor
 func run(t *testing.T, bin string, n int, bake bool) result {
 	ctx := context.Background()
 	dir := t.TempDir()
-	cl := harness.Start(t, dir, "Metadata")
+	cl := harness.StartFor(t, dir, "Metadata")
 	defer cl.Stop(t)
 	c := cl.Client
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		t.Fatal(err)
 	}
+	// With $OPENMED_LOCKDOWN, every model writes as the tenant's
+	// ServiceAccount.
+	sa := cl.Tenant(t, namespace)
 
 	sc := harness.NewStandIn(t, c, namespace, workers, 0).WithPods()
 	defer sc.Stop()
@@ -317,7 +320,7 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 
 	r := result{n: n, bake: bake}
 	op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
-		Args: []string{"--log-level=error"}})
+		Args: append([]string{"--log-level=error"}, cl.OperatorArgs...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +340,7 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	t0 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := model(i)
+		m.Spec.ServiceAccountName = sa
 		if bake {
 			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](scaleBake)
 		}

@@ -38,7 +38,7 @@ import (
 )
 
 const (
-	tenantSA = "openmed-deployer"
+	tenantSA = harness.TenantServiceAccount
 	v1       = "OpenMed/pii-v1"
 	v2       = "OpenMed/pii-v2"
 	timeout  = 2 * time.Minute
@@ -69,7 +69,7 @@ func TestLockdown(t *testing.T) {
 		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}}); err != nil {
 			t.Fatal(err)
 		}
-		applyTenantRole(t, c, ns)
+		harness.ApplyTenantRole(t, c, ns)
 		sc := harness.NewStandIn(t, c, ns, 2, 0)
 		defer sc.Stop()
 	}
@@ -219,29 +219,6 @@ func TestLockdown(t *testing.T) {
 	for k := range writes {
 		if strings.Contains(k, "team-a:default") && !strings.HasSuffix(k, "code 403") {
 			t.Errorf("a write as the default ServiceAccount went through: %s", k)
-		}
-	}
-}
-
-// applyTenantRole creates examples/tenancy/tenant-role.yaml in ns, the
-// namespace replaced.
-func applyTenantRole(t *testing.T, c client.Client, ns string) {
-	t.Helper()
-	objs, err := localrun.ReadObjects(filepath.Join(testenv.ModuleRoot(), "examples", "tenancy", "tenant-role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		o.SetNamespace(ns)
-		if o.GetKind() == "RoleBinding" {
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = ns
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		}
-		if err := c.Create(context.Background(), o); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
@@ -105,6 +106,71 @@ func StartLockdown(t *testing.T, dir, level string) *Cluster {
 		t.Fatal("the lockdown overlay's operator has no --default-service-account")
 	}
 	return c
+}
+
+// LockdownEnv, set to anything, makes the scale benchmark and the fault
+// suite run the operator as the lockdown overlay installs it (StartFor).
+const LockdownEnv = "OPENMED_LOCKDOWN"
+
+// StartFor is StartLockdown when $OPENMED_LOCKDOWN is set, else Start.
+func StartFor(t *testing.T, dir, level string) *Cluster {
+	t.Helper()
+	if os.Getenv(LockdownEnv) != "" {
+		return StartLockdown(t, dir, level)
+	}
+	return Start(t, dir, level)
+}
+
+// Lockdown reports whether the operator runs with the lockdown overlay's
+// rights.
+func (c *Cluster) Lockdown() bool { return c.User == LockdownUser }
+
+// LeaseNamespace is where the operator may hold its Lease: the bundle's
+// namespace in the lockdown (its Role is there), else "default".
+func (c *Cluster) LeaseNamespace() string {
+	if c.Lockdown() {
+		return "openmed-system"
+	}
+	return "default"
+}
+
+// TenantServiceAccount is the ServiceAccount of examples/tenancy.
+const TenantServiceAccount = "openmed-deployer"
+
+// Tenant makes ns a tenant namespace in a lockdown cluster: it creates the
+// objects of examples/tenancy/tenant-role.yaml there (the namespace
+// replaced, nothing else) and returns the ServiceAccount the models of ns
+// name. Outside the lockdown it does nothing and returns "".
+func (c *Cluster) Tenant(t *testing.T, ns string) string {
+	t.Helper()
+	if !c.Lockdown() {
+		return ""
+	}
+	ApplyTenantRole(t, c.Client, ns)
+	return TenantServiceAccount
+}
+
+// ApplyTenantRole creates examples/tenancy/tenant-role.yaml in ns, the
+// namespace replaced.
+func ApplyTenantRole(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "tenancy", "tenant-role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		if o.GetKind() == "RoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
+		}
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func start(t *testing.T, dir, level, user string, groups ...string) *Cluster {
