@@ -3,7 +3,6 @@ package controllers_test
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,13 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
-	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // tenantSA is the ServiceAccount examples/tenancy/tenant-role.yaml creates.
@@ -26,27 +23,17 @@ const tenantSA = "openmed-deployer"
 
 // applyTenantRole creates the objects of examples/tenancy/tenant-role.yaml
 // in ns, as a user copies the file: the namespace replaced, nothing else.
-// It returns them, so a test can take the rights away and give them back.
-func applyTenantRole(t *testing.T, ns string) []*unstructured.Unstructured {
+func applyTenantRole(t *testing.T, ns string) {
 	t.Helper()
-	objs, err := localrun.ReadObjects(filepath.Join(testenv.ModuleRoot(), "examples", "tenancy", "tenant-role.yaml"))
+	objs, err := localrun.TenantRole(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		o.SetNamespace(ns)
-		if o.GetKind() == "RoleBinding" {
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = ns
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		}
-		if err := env.Client.Create(context.Background(), o.DeepCopy()); err != nil {
+		if err := env.Client.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return objs
 }
 
 // tenantBinding is the RoleBinding of the tenant role in ns.

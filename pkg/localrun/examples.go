@@ -58,6 +58,36 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// TenantRole reads examples/tenancy/tenant-role.yaml (the ServiceAccount, Role
+// and RoleBinding a tenant's models write as) for namespace ns, as a user
+// copies the file: the namespace replaced, in the objects and in the
+// binding's subject, nothing else.
+func TenantRole(ns string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadObjects(filepath.Join(ExamplesDir(), "tenancy", "tenant-role.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		if o.GetKind() != "RoleBinding" {
+			continue
+		}
+		subjects, _, err := unstructured.NestedSlice(o.Object, "subjects")
+		if err != nil {
+			return nil, fmt.Errorf("tenant-role.yaml: %w", err)
+		}
+		for _, s := range subjects {
+			if m, ok := s.(map[string]any); ok {
+				m["namespace"] = ns
+			}
+		}
+		if err := unstructured.SetNestedSlice(o.Object, subjects, "subjects"); err != nil {
+			return nil, fmt.Errorf("tenant-role.yaml: %w", err)
+		}
+	}
+	return objs, nil
+}
+
 // ReadModel reads one OpenMedModel, rejecting unknown fields as the API
 // server's strict field validation would.
 func ReadModel(path string) (*v1alpha1.OpenMedModel, error) {

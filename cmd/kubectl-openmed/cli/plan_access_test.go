@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
 // TestPlanServiceAccount: plan names the ServiceAccount a model's writes
@@ -30,11 +32,11 @@ func TestPlanServiceAccount(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, o := range readObjects(t, filepath.Join("..", "..", "..", "examples", "tenancy", "tenant-role.yaml")) {
-		o.SetNamespace(ns)
-		if o.GetKind() == "RoleBinding" {
-			o.Object["subjects"].([]any)[0].(map[string]any)["namespace"] = ns
-		}
+	tenant, err := localrun.TenantRole(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range tenant {
 		if err := env.Client.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}

@@ -151,22 +151,14 @@ func (c *Cluster) Tenant(t *testing.T, ns string) string {
 }
 
 // ApplyTenantRole creates examples/tenancy/tenant-role.yaml in ns, the
-// namespace replaced.
+// namespace replaced (localrun.TenantRole).
 func ApplyTenantRole(t *testing.T, c client.Client, ns string) {
 	t.Helper()
-	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "tenancy", "tenant-role.yaml"))
+	objs, err := localrun.TenantRole(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		o.SetNamespace(ns)
-		if o.GetKind() == "RoleBinding" {
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, s := range subjects {
-				s.(map[string]any)["namespace"] = ns
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		}
 		if err := c.Create(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
