@@ -174,6 +174,9 @@ type result struct {
 	syncedRSS, peakRSS     int64   // bytes: after the caches synced N Deployments, and at the end
 	metricsBytes           int
 	samplesPerModel        float64
+	// writesAs are the identities the writes to Deployments and ConfigMaps
+	// were made as ("" for the operator's own), with their counts.
+	writesAs map[string]int
 }
 
 func (r result) table() string {
@@ -185,6 +188,15 @@ func (r result) table() string {
 	fmt.Fprintf(&b, "\n=== scale N=%d, two pods per Deployment, %s (operator process, real kube-apiserver; calls counted by the API server's audit log)\n", r.n, guard)
 	fmt.Fprintf(&b, "%-34s %s\n", "first rollout, calls per model", r.rollout.describe(r.n))
 	fmt.Fprintf(&b, "%-34s %s\n", "upgrade, calls per model", r.upgrade.describe(r.n))
+	var as []string
+	for user, n := range r.writesAs {
+		if user == "" {
+			user = "the operator's own identity"
+		}
+		as = append(as, fmt.Sprintf("%d as %s", n, user))
+	}
+	sort.Strings(as)
+	fmt.Fprintf(&b, "%-34s %s\n", "writes to Deployments, ConfigMaps", strings.Join(as, ", "))
 	for i, w := range r.steady {
 		fmt.Fprintf(&b, "%-34s %d calls\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total())
 	}
@@ -380,6 +392,21 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	r.cpuUpgrade = (harness.CPUSeconds(t, op.PID()) - cpu1) / float64(n)
 	r.upgrade, _ = calls(t, cl, t2, t3)
 	_, r.informer = calls(t, cl, started, t3)
+	// With $OPENMED_LOCKDOWN every write to a Deployment or a ConfigMap is
+	// the tenant's ServiceAccount's; without, the operator's own.
+	want := ""
+	if sa != "" {
+		want = "system:serviceaccount:" + namespace + ":" + sa
+	}
+	r.writesAs = map[string]int{}
+	for _, q := range append(append([]harness.Request(nil), r.rollout.reqs...), r.upgrade.reqs...) {
+		if q.Mutating() && (q.Resource == "deployments" || q.Resource == "configmaps") {
+			r.writesAs[q.ImpersonatedUser]++
+			if q.ImpersonatedUser != want {
+				t.Errorf("%s %s/%s made as %q, want %q", q.Kind(), q.Namespace, q.Name, q.ImpersonatedUser, want)
+			}
+		}
+	}
 	r.waveReaction = reactions(sc, mw, v2)
 	r.reaction = probeReaction(t, sc, mw, n)
 
