@@ -271,7 +271,13 @@ ARGOCD := $(ARGOCD_DIR)/argocd
 export OPENMED_ARGOCD_DIR := $(ARGOCD_DIR)
 
 .PHONY: argocdbin
-argocdbin: $(ARGOCD) redis ## Build Argo CD from its Go module into bin/ (cached) and make sure redis-server is installed.
+argocdbin: $(ARGOCD) $(ARGOCD_DIR)/notifications-catalog.yaml redis ## Build Argo CD from its Go module into bin/ (cached) and make sure redis-server is installed.
+
+# Argo CD's notification catalog as the module ships it (users install it
+# with kubectl apply); the suite's argocd-notifications-cm starts from it.
+$(ARGOCD_DIR)/notifications-catalog.yaml: $(ARGOCD_COPY)
+	@mkdir -p $(@D)
+	cp $(ARGOCD_SRC)/notifications_catalog/install.yaml $@
 
 $(ARGOCD): $(ARGOCD_COPY)
 	@mkdir -p $(@D)/crds

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -62,6 +64,8 @@ type argoRig struct {
 	// passwords of Argo CD's admin and the local accounts of
 	// examples/argocd/argocd-rbac-cm.yaml.
 	passwords map[string]string
+	// receiver is the loopback webhook argocd-notifications posts to.
+	receiver *receiver
 }
 
 // The local accounts of examples/argocd/argocd-rbac-cm.yaml: one may run
@@ -85,7 +89,7 @@ func startArgoCD(t *testing.T) *argoRig {
 	if err != nil {
 		t.Fatalf("redis-server is not installed; `make argocdbin` installs Debian's: %v", err)
 	}
-	rig := &argoRig{dir: dir, work: t.TempDir()}
+	rig := &argoRig{dir: dir, work: t.TempDir(), receiver: startReceiver(t)}
 	installCRDs(t, filepath.Join(dir, "crds"))
 	rig.configure(t)
 	rig.git = startGitServer(t)
@@ -103,6 +107,10 @@ func startArgoCD(t *testing.T) *argoRig {
 		"--loglevel", "info"}, "ARGOCD_ASK_PASS_SOCK="+filepath.Join(rig.work, "askpass.sock"), "ARGOCD_GPG_ENABLED=false",
 		"PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	waitListening(t, "argocd-repo-server", repoAddr)
+
+	// argocd-notifications with the catalog and examples/argocd/notifications.yaml.
+	rig.argocd(t, "argocd-notifications", []string{"--argocd-repo-server", repoAddr, "--argocd-repo-server-plaintext",
+		"--metrics-port", freePort(t), "--loglevel", "info"})
 
 	// The controller's metrics listener has no address flag: it binds
 	// every interface, on a port of the suite's choosing.
@@ -173,9 +181,12 @@ func (r *argoRig) configure(t *testing.T) {
 		}
 		secretData[prefix+"password"], secretData[prefix+"passwordMtime"] = string(hash), now
 	}
+	notifications := r.notificationsConfig(t)
 	for _, o := range []client.Object{
 		cm,
 		rbac[0],
+		notifications,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-notifications-secret", Namespace: argocdNamespace, Labels: partOf}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "argocd-cmd-params-cm", Namespace: argocdNamespace, Labels: partOf}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "argocd-secret", Namespace: argocdNamespace, Labels: partOf},
 			StringData: secretData},
@@ -196,6 +207,110 @@ func (r *argoRig) configure(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, r.kubeconfig); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// notificationsConfig is argocd-notifications-cm as a user installs it:
+// Argo CD's catalog as it ships, with the keys of
+// examples/argocd/notifications.yaml merged in, the receiver's URL in
+// place of the example's. The example's templates are the catalog's with
+// a webhook body added, nothing changed: checked here.
+func (r *argoRig) notificationsConfig(t *testing.T) *unstructured.Unstructured {
+	t.Helper()
+	catalog, err := localrun.ReadObjects(filepath.Join(r.dir, "notifications-catalog.yaml"))
+	if err != nil || len(catalog) != 1 {
+		t.Fatalf("Argo CD's notification catalog (make argocdbin): %v", err)
+	}
+	example, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "argocd", "notifications.yaml"))
+	if err != nil || len(example) != 1 {
+		t.Fatalf("examples/argocd/notifications.yaml: %v", err)
+	}
+	cm := catalog[0]
+	cm.SetNamespace(argocdNamespace)
+	data, _, _ := unstructured.NestedStringMap(cm.Object, "data")
+	ours, _, _ := unstructured.NestedStringMap(example[0].Object, "data")
+	for k, v := range ours {
+		if strings.HasPrefix(k, "trigger.") {
+			t.Errorf("examples/argocd/notifications.yaml sets %s: the catalog's triggers are used as they ship", k)
+		}
+		if strings.HasPrefix(k, "template.") && !strings.HasPrefix(v, data[k]) {
+			t.Errorf("examples/argocd/notifications.yaml: %s is not the catalog's template with a webhook added", k)
+		}
+		data[k] = strings.ReplaceAll(v, "http://openmed-receiver.example.com/argocd", r.receiver.url+"/argocd")
+	}
+	if err := unstructured.SetNestedStringMap(cm.Object, data, "data"); err != nil {
+		t.Fatal(err)
+	}
+	return cm
+}
+
+// notification is one delivery of argocd-notifications to the receiver,
+// the body of examples/argocd/notifications.yaml's webhook.
+type notification struct {
+	At       time.Time `json:"-"`
+	Event    string    `json:"event"`
+	App      string    `json:"app"`
+	Health   string    `json:"health"`
+	Revision string    `json:"revision"`
+	Models   []struct {
+		Namespace, Name, Health, Message string
+	} `json:"models"`
+}
+
+// receiver is a webhook on loopback that keeps what it is sent.
+type receiver struct {
+	url string
+	mu  sync.Mutex
+	got []notification
+	bad []string
+}
+
+func startReceiver(t *testing.T) *receiver {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &receiver{url: "http://" + l.Addr().String()}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		var n notification
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		if err := json.Unmarshal(body, &n); err != nil {
+			rc.bad = append(rc.bad, string(body))
+		} else {
+			n.At = time.Now()
+			rc.got = append(rc.got, n)
+		}
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return rc
+}
+
+// of returns the notifications of app with event ("" for any) received
+// at or after from.
+func (rc *receiver) of(app, event string, from time.Time) []notification {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []notification
+	for _, n := range rc.got {
+		if n.App == app && (event == "" || n.Event == event) && !n.At.Before(from) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// before keeps the notifications received before t.
+func (rc *receiver) before(ns []notification, t time.Time) []notification {
+	var out []notification
+	for _, n := range ns {
+		if n.At.Before(t) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // argocd starts the argocd binary as component with args.

@@ -151,6 +151,13 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	if s.health != "Degraded" {
 		t.Errorf("the Application's health is %s while its model is Degraded", s.health)
 	}
+	// argocd-notifications pages once, with the model's message.
+	brokenAt := committed
+	degraded := f.notified("degraded", brokenAt)
+	if m := degraded.model(modelName); !strings.Contains(m, brokenVersion) || !strings.Contains(m, v2) {
+		t.Errorf("the degraded notification's model message %q does not name the failed and the serving version", m)
+	}
+	t.Logf("never-ready commit -> degraded notification in %s: %q", degraded.At.Sub(brokenAt).Round(100*time.Millisecond), degraded.model(modelName))
 	t.Logf("the Application's health after the never-ready commit, in order: %s", strings.Join(seen.stop(), " -> "))
 	// It stays Degraded until Git changes: every health the Application
 	// reports over the quiet window is Degraded.
@@ -169,7 +176,29 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 		return s.sync == "Synced" && s.health == "Healthy" && s.modelMessage == "Serving "+v2
 	})
 	t.Logf("revert commit -> Healthy in %s", time.Since(committed).Round(100*time.Millisecond))
+	deployed := f.notified("deployed", committed)
+	t.Logf("revert commit -> deployed notification in %s: %q", deployed.At.Sub(committed).Round(100*time.Millisecond), deployed.model(modelName))
 	f.quiet("revert")
+	// One page for the never-ready version, until the fix was committed.
+	if n := rig.receiver.before(rig.receiver.of(f.app, "degraded", brokenAt), committed); len(n) != 1 {
+		t.Errorf("%d degraded notifications between the never-ready commit and the revert, want 1:\n%s", len(n), notificationList(n))
+	}
+	if n := rig.receiver.of(f.app, "deployed", committed); len(n) != 1 {
+		t.Errorf("%d deployed notifications after the revert, want 1", len(n))
+	}
+	// The catalog's on-health-degraded fires once per sync revision while
+	// the Application is Degraded: the fix's sync re-sends it (with the
+	// sync's revision still empty while it runs, and with the fix's
+	// revision before Argo CD assessed health again), always before the
+	// deployed notification and with the failed version's message. That
+	// is Argo CD's trigger; the docs say so.
+	resent := rig.receiver.of(f.app, "degraded", committed)
+	for _, n := range resent {
+		if !n.At.Before(deployed.At) || !strings.Contains(n.model(modelName), brokenVersion) {
+			t.Errorf("a degraded notification after the revert that is not a re-send of the never-ready one during the fix's sync:\n%s", notificationList([]notification{n}))
+		}
+	}
+	t.Logf("the revert's sync re-sent the degraded notification %d times before the deployed one (the catalog trigger's oncePer revision)", len(resent))
 
 	// The resource actions, through argocd-server's API, with Argo CD's
 	// RBAC deciding who may run which (examples/argocd/argocd-rbac-cm.yaml):
@@ -225,11 +254,13 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	// An HPA takes the replicas: the model leaves them out, then the scale
 	// subresource goes 2 -> 4. The Application is never Degraded.
 	delete(f.model["spec"].(map[string]any), "replicas")
-	f.commit("leave replicas to an HPA")
+	committed = f.commit("leave replicas to an HPA")
 	f.await("synced without replicas", func(s appState) bool {
 		m := read(t, f.ns).m
 		return s.sync == "Synced" && s.health == "Healthy" && m.Spec.Replicas == nil && m.Status.ObservedGeneration == m.Generation
 	})
+	f.notified("deployed", committed)
+	scaleFrom := time.Now()
 	seen = f.record()
 	scale := &autoscalingv1.Scale{Spec: autoscalingv1.ScaleSpec{Replicas: 4}}
 	if err := k8s.SubResource("scale").Update(context.Background(), &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: modelName}},
@@ -252,6 +283,43 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 		t.Errorf("the Application never showed the scale-up (minReadySeconds %d): %v", warmUpSeconds, healths)
 	}
 	f.quiet("HPA scale-up")
+	if n := rig.receiver.of(f.app, "", scaleFrom); len(n) > 0 {
+		t.Errorf("the scale-up sent %d notifications (%+v), want none", len(n), n)
+	}
+}
+
+// notified waits for exactly one notification of event for the
+// Application since from, and returns it.
+func (f *argoFlow) notified(event string, from time.Time) notification {
+	f.t.Helper()
+	var got []notification
+	eventually(f.t, "one "+event+" notification", func() (bool, string) {
+		got = f.rig.receiver.of(f.app, event, from)
+		return len(got) > 0, fmt.Sprintf("%d", len(got))
+	})
+	if len(got) != 1 {
+		f.t.Errorf("%d %s notifications, want 1: %+v", len(got), event, got)
+	}
+	return got[0]
+}
+
+// notificationList prints notifications one a line.
+func notificationList(ns []notification) string {
+	var b strings.Builder
+	for _, n := range ns {
+		fmt.Fprintf(&b, "  %s %s health=%s revision=%s models=%+v\n", n.At.Format("15:04:05.000"), n.Event, n.Health, n.Revision, n.Models)
+	}
+	return b.String()
+}
+
+// model is the message the notification carries for the model name.
+func (n notification) model(name string) string {
+	for _, m := range n.Models {
+		if m.Name == name {
+			return m.Message
+		}
+	}
+	return ""
 }
 
 // argocdSSAManager is the field manager of Argo CD's server-side apply

@@ -138,6 +138,11 @@ kind: Application
 metadata:
   name: openmed-models
   namespace: argocd
+  # argocd-notifications: the catalog's triggers to the receiver of
+  # notifications.yaml (a never-ready version pages once, its fix once).
+  annotations:
+    notifications.argoproj.io/subscribe.on-health-degraded.openmed-receiver: ""
+    notifications.argoproj.io/subscribe.on-deployed.openmed-receiver: ""
 spec:
   project: default
   source:
