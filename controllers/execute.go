@@ -59,7 +59,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 	wctx := writeAs(ctx, ns, as)
 	if step, writes := firstWrite(p); writes && as != "" && r.serviceAccountMissing(ctx, ns, as) {
 		return outcome{failure: &rollout.Failure{Step: step, Kind: rollout.Denied,
-			Detail: MsgServiceAccountMissing}}
+			Detail: rollout.MsgServiceAccountMissing}}
 	}
 	for _, cm := range plan.EnsureConfigMaps {
 		if err := target.CreateConfigMap(wctx, r.Writer, r.APIReader, cm, p.obj.UID); err != nil {
@@ -168,10 +168,6 @@ func firstWrite(p *pass) (rollout.Step, bool) {
 	}
 	return "", false
 }
-
-// MsgServiceAccountMissing is the detail of a write refused because the
-// ServiceAccount it would be made as does not exist.
-const MsgServiceAccountMissing = "the ServiceAccount does not exist"
 
 func keyOf(dep *appsv1.Deployment) types.NamespacedName {
 	return types.NamespacedName{Namespace: dep.Namespace, Name: dep.Name}

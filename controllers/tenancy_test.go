@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // tenantSA is the ServiceAccount examples/tenancy/tenant-role.yaml creates.
@@ -234,7 +234,7 @@ func TestImpersonation(t *testing.T) {
 		m.Spec.ServiceAccountName = "ghost"
 		createModel(t, m)
 		msg := denied(t, ns, "ghost")
-		if want := "as ServiceAccount " + ns + "/ghost: " + controllers.MsgServiceAccountMissing; !strings.Contains(msg, want) {
+		if want := "as ServiceAccount " + ns + "/ghost: " + rollout.MsgServiceAccountMissing; !strings.Contains(msg, want) {
 			t.Fatalf("message %q does not say %q", msg, want)
 		}
 		untouched(t, ns, "ghost")

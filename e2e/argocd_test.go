@@ -295,7 +295,7 @@ func (f *argoFlow) notified(event string, from time.Time) notification {
 	var got []notification
 	eventually(f.t, "one "+event+" notification", func() (bool, string) {
 		got = f.rig.receiver.of(f.app, event, from)
-		return len(got) > 0, fmt.Sprintf("%d", len(got))
+		return len(got) > 0, fmt.Sprintf("%d; bodies that were not a notification: %q", len(got), f.rig.receiver.unreadable())
 	})
 	if len(got) != 1 {
 		f.t.Errorf("%d %s notifications, want 1: %+v", len(got), event, got)

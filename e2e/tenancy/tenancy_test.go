@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
@@ -129,7 +128,7 @@ func TestLockdown(t *testing.T) {
 		}
 	}
 	borrowed := waitDenied(t, c, "team-b", "borrowed")
-	if want := "as ServiceAccount team-b/" + tenantSA + ": " + controllers.MsgServiceAccountMissing; !strings.Contains(borrowed, want) {
+	if want := "as ServiceAccount team-b/" + tenantSA + ": " + rollout.MsgServiceAccountMissing; !strings.Contains(borrowed, want) {
 		t.Errorf("model naming another namespace's ServiceAccount: message %q does not say %q", borrowed, want)
 	}
 	t.Logf("refused without a ServiceAccount: %s", bare)

@@ -78,6 +78,9 @@ const (
 	// answer; MsgAccessDeniedAs starts it with one (the write, the identity).
 	MsgAccessDenied   = "The API server's authorization denied a write; retrying until the right is granted."
 	MsgAccessDeniedAs = "The API server's authorization denied the %s as %s"
+	// MsgServiceAccountMissing is a denied write's detail when the
+	// ServiceAccount it would be made as does not exist (no request made).
+	MsgServiceAccountMissing = "the ServiceAccount does not exist"
 
 	// The start of a rejected request's message when the API server said
 	// what is wrong; its causes follow (see Failure.Detail).
