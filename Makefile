@@ -21,6 +21,8 @@ KWOK_VERSION ?= v0.8.0
 KUSTOMIZE_CONTROLLER_VERSION ?= v1.9.6
 FLUX_VERSION ?= v2.9.5
 SOURCE_CONTROLLER_VERSION ?= v1.9.5
+# notification-controller, which delivers Alerts (hack/tools/flux-notification).
+NOTIFICATION_CONTROLLER_VERSION ?= v1.9.3
 # Argo CD, whose own util/lua tests `make argocd-upstream` runs on our folder.
 ARGOCD_VERSION ?= v3.6.1
 # promtool (Prometheus' Go module), which checks and tests examples/monitoring.
@@ -40,6 +42,9 @@ FLUXBIN := $(BIN)/flux-$(FLUX_VERSION)-kc-$(KUSTOMIZE_CONTROLLER_VERSION)
 KUSTOMIZE_CONTROLLER := $(FLUXBIN)/kustomize-controller
 FLUX := $(FLUXBIN)/flux
 FLUX_CRDS := $(FLUXBIN)/crds/.done-all-sources
+NOTIFICATION_DIR := $(FLUXBIN)/notification-controller-$(NOTIFICATION_CONTROLLER_VERSION)
+NOTIFICATION_CONTROLLER := $(NOTIFICATION_DIR)/notification-controller
+NOTIFICATION_CRDS := $(NOTIFICATION_DIR)/crds/.done
 PROMTOOL := $(BIN)/promtool-$(PROMETHEUS_VERSION)/promtool
 
 export KUBEBUILDER_ASSETS := $(TESTBIN)
@@ -47,6 +52,8 @@ export KUBEBUILDER_ASSETS := $(TESTBIN)
 export OPENMED_KWOK := $(KWOK)
 # The end-to-end suite finds kustomize-controller, flux and their CRDs here.
 export OPENMED_FLUX_DIR := $(FLUXBIN)
+# ... and notification-controller with its CRDs (crds/) here.
+export OPENMED_FLUX_NOTIFICATION_DIR := $(NOTIFICATION_DIR)
 
 # The e2e package runs longer than go test's default 10 minutes on the
 # 2-core CI machine.
@@ -97,12 +104,26 @@ $(KWOK): hack/tools/kwok/go.mod
 	cd hack/tools/kwok && go build -o $@.tmp sigs.k8s.io/kwok/cmd/kwok && mv $@.tmp $@
 
 .PHONY: fluxbin
-fluxbin: $(KUSTOMIZE_CONTROLLER) $(FLUX) $(FLUX_CRDS) ## Build Flux's kustomize-controller and flux CLI from Go modules into bin/ (cached), with their CRDs.
+fluxbin: $(KUSTOMIZE_CONTROLLER) $(FLUX) $(FLUX_CRDS) $(NOTIFICATION_CONTROLLER) $(NOTIFICATION_CRDS) ## Build Flux's kustomize-controller, notification-controller and flux CLI from Go modules into bin/ (cached), with their CRDs.
 
 $(KUSTOMIZE_CONTROLLER): hack/tools/flux/go.mod
 	@mkdir -p $(@D)
 	@echo ">> building kustomize-controller $(KUSTOMIZE_CONTROLLER_VERSION) from Go modules"
 	cd hack/tools/flux && go build -trimpath -ldflags=-s -o $@.tmp github.com/fluxcd/kustomize-controller && mv $@.tmp $@
+
+$(NOTIFICATION_CONTROLLER): hack/tools/flux-notification/go.mod
+	@mkdir -p $(@D)
+	@echo ">> building notification-controller $(NOTIFICATION_CONTROLLER_VERSION) from Go modules"
+	cd hack/tools/flux-notification && go build -trimpath -ldflags=-s -o $@.tmp github.com/fluxcd/notification-controller && mv $@.tmp $@
+
+# The Alert, Provider and Receiver CRDs as notification-controller ships them;
+# TestFlux installs them itself (it shows the Alert CRD before and after the
+# patch examples/flux/alert-crd-patch.yaml).
+$(NOTIFICATION_CRDS):
+	@mkdir -p $(@D)
+	nc="$$(go mod download -json github.com/fluxcd/notification-controller@$(NOTIFICATION_CONTROLLER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	cp "$$nc"/config/crd/bases/notification.toolkit.fluxcd.io_*.yaml $(@D)/; \
+	chmod u+w $(@D)/*.yaml; touch $@
 
 # The flux CLI's module embeds install manifests its release build generates;
 # the CLI is built from a copy of the module with a placeholder instead

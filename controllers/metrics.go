@@ -24,6 +24,7 @@ const (
 	MetricOwnershipConflicts = "openmed_ownership_conflicts_total"
 	MetricReconcileErrors    = "openmed_reconcile_errors_total"
 	MetricEventsDropped      = "openmed_events_dropped_total"
+	MetricEventsNotForwarded = "openmed_events_forward_dropped_total"
 	MetricBakeFailures       = "openmed_bake_failures_total"
 )
 
@@ -42,6 +43,7 @@ type Metrics struct {
 	conflicts       *prometheus.CounterVec
 	errors          *prometheus.CounterVec
 	eventsDropped   *prometheus.CounterVec
+	notForwarded    *prometheus.CounterVec
 	bakeFailures    *prometheus.CounterVec
 
 	mu   sync.Mutex
@@ -86,6 +88,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricEventsDropped,
 			Help: "Kubernetes Events given up on, by cause (rejected, retries-exhausted, queue-full, shutdown).",
 		}, []string{"cause"}),
+		notForwarded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricEventsNotForwarded,
+			Help: "Events not forwarded to notification-controller (--events-addr), by cause (queue-full, shutdown).",
+		}, []string{"cause"}),
 		bakeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricBakeFailures,
 			Help: "Versions that failed their bake (spec.rolloutStrategy.bakeSeconds), by what the pods showed (ContainerRestarted, OOMKilled, PodUnready).",
@@ -93,7 +99,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		info:       map[string][]string{},
 		namespaces: map[string]bool{},
 	}
-	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.bakeFailures)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
 	for _, reason := range errorReasons {
@@ -101,6 +107,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, cause := range dropCauses {
 		m.eventsDropped.WithLabelValues(cause)
+	}
+	for _, cause := range []string{dropQueueFull, dropShutdown} {
+		m.notForwarded.WithLabelValues(cause)
 	}
 	return m
 }
@@ -232,6 +241,12 @@ func (m *Metrics) countConflict(manager, field string) {
 func (m *Metrics) countError(reason string) {
 	if m != nil {
 		m.errors.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) countForwardDropped(cause string) {
+	if m != nil {
+		m.notForwarded.WithLabelValues(cause).Inc()
 	}
 }
 

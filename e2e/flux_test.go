@@ -8,6 +8,7 @@ import (
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,13 +34,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openmed/openmed-operator/controllers"
+	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
 // fluxDirEnv names the directory `make fluxbin` fills with kustomize-controller,
-// the flux CLI and the CRDs they read (crds/).
-const fluxDirEnv = "OPENMED_FLUX_DIR"
+// the flux CLI and the CRDs they read (crds/); fluxNotificationDirEnv the one
+// with notification-controller and its CRDs as it ships them (crds/).
+const (
+	fluxDirEnv             = "OPENMED_FLUX_DIR"
+	fluxNotificationDirEnv = "OPENMED_FLUX_NOTIFICATION_DIR"
+)
 
 const (
 	fluxNamespace = "flux-system"
@@ -48,11 +56,18 @@ const (
 	modelsKs      = "openmed-models"
 	// fluxDeadlineSeconds is the model's progress deadline in Git.
 	fluxDeadlineSeconds = 15
+	// fluxOperator is the operatorLabel value of TestFlux's models: they
+	// belong to an operator of the test's own, which forwards its events
+	// to notification-controller (--events-addr).
+	fluxOperator = "flux"
+	// alertCRD is notification-controller's Alert CRD.
+	alertCRD = "alerts.notification.toolkit.fluxcd.io"
 )
 
 var (
 	gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
 	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+	alertGVK         = schema.GroupVersionKind{Group: "notification.toolkit.fluxcd.io", Version: "v1beta3", Kind: "Alert"}
 )
 
 // TestFlux runs Flux's real kustomize-controller and flux CLI against the
@@ -61,6 +76,18 @@ var (
 // dependsOn the app's and waits for them. The GitRepository's artifact is a
 // tarball served on loopback; the test plays source-controller by writing
 // the GitRepository's status (artifact, Ready, handled reconcile requests).
+//
+// notification-controller runs too, with examples/flux/alerts.yaml (a
+// generic Provider to a receiver on loopback, an Alert on the models'
+// Kustomization) and the operator forwarding its events (--events-addr).
+// With the Alert CRD as Flux ships it, an Alert naming OpenMedModel is
+// rejected and notification-controller discards the operator's events; with
+// examples/flux/alert-crd-patch.yaml, examples/flux/model-alerts.yaml is
+// accepted. A never-ready version committed: one delivery of the
+// Kustomization's failure naming the model per reconciliation (the commit's,
+// then the flux reconcile's), and exactly one of the operator's
+// RolloutFailed with the failed and the serving version; the revert
+// delivers no error.
 func TestFlux(t *testing.T) {
 	requireCluster(t)
 	rig := startFlux(t)
@@ -70,6 +97,11 @@ func TestFlux(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := v1.Spec.Version
+	op, err := launchOperator(context.Background(), "flux", operatorLabel+"="+fluxOperator, "--events-addr="+rig.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Kill() })
 
 	// First apply: the models' Kustomization is Ready only once the model is.
 	rev1 := rig.src.publish(t, repoTree(t, good))
@@ -90,6 +122,26 @@ func TestFlux(t *testing.T) {
 	}
 	t.Logf("first apply: model Ready at %s, Kustomization Ready at %s", modelReady.LastTransitionTime.Format(time.TimeOnly), readyCondition(ks).LastTransitionTime.Format(time.TimeOnly))
 
+	// Alerts. With the CRD as shipped the operator's events reach
+	// notification-controller and are discarded, and an Alert that would
+	// select them is rejected; the published patch lets it in.
+	rig.applyAlerts(t, "alerts.yaml", ns)
+	eventually(t, "notification-controller discards the operator's events", func() (bool, string) {
+		l := discarded(rig.ncLog, "OpenMedModel", ns, modelName)
+		return l != "", "no such line in " + rig.ncLog
+	})
+	t.Logf("with the Alert CRD as shipped: %s", discarded(rig.ncLog, "OpenMedModel", ns, modelName))
+	err = rig.createAlert(t, "model-alerts.yaml", ns)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `Unsupported value: "OpenMedModel"`) {
+		t.Fatalf("an Alert naming OpenMedModel with the CRD as shipped: %v, want rejected (Unsupported value)", err)
+	}
+	t.Logf("with the Alert CRD as shipped: %v", err)
+	rig.patchAlertCRD(t)
+	if err := rig.createAlert(t, "model-alerts.yaml", ns); err != nil {
+		t.Fatalf("model-alerts.yaml with the patched CRD: %v", err)
+	}
+	rig.receiver.waitAlertsLive(t, rig, ns)
+
 	// A version that never becomes ready: the model rolls back and is
 	// Stalled, and the Kustomization fails early, naming the model.
 	rev2 := rig.src.publish(t, repoTree(t, brokenVersion))
@@ -99,6 +151,29 @@ func TestFlux(t *testing.T) {
 		return c.Status == metav1.ConditionFalse && lastAttempted(ks) == rev2 && c.Reason == "HealthCheckFailed"
 	})
 	failed := time.Now()
+	ksID := "Kustomization/" + fluxNamespace + "/" + modelsKs
+	modelID := "OpenMedModel/" + ns + "/" + modelName
+	ksAlert := rig.receiver.wait(t, "the Kustomization's failure", func(e eventv1.Event) bool {
+		return involved(e) == ksID && e.Severity == eventv1.EventSeverityError
+	})
+	modelAlert := rig.receiver.wait(t, "the model's failure", func(e eventv1.Event) bool {
+		return involved(e) == modelID && e.Severity == eventv1.EventSeverityError
+	})
+	if want := fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", ns, modelName); !strings.Contains(ksAlert.event.Message, want) {
+		t.Errorf("the Kustomization's Alert delivered %q, want the failure naming %s", ksAlert.event.Message, want)
+	}
+	// notification-controller delivers the metadata without the group prefix.
+	md := func(e eventv1.Event, key string) string {
+		return e.Metadata[strings.TrimPrefix(key, v1alpha1.GroupVersion.Group+"/")]
+	}
+	if e := modelAlert.event; e.Reason != v1alpha1.RolloutFailedReason || md(e, controllers.MetaRevision) != brokenVersion ||
+		md(e, controllers.MetaServing) != good || !strings.Contains(md(e, controllers.MetaHealthMessage), brokenVersion) ||
+		!strings.Contains(md(e, controllers.MetaHealthMessage), good) {
+		t.Errorf("the model's Alert delivered %s %q %v, want RolloutFailed with revision %s, serving %s and a health message naming both", e.Reason, e.Message, e.Metadata, brokenVersion, good)
+	}
+	t.Logf("commit of a never-ready version -> first delivery: Kustomization Alert %s (%q), model Alert %s (%s %q %v)",
+		ksAlert.at.Sub(published).Round(100*time.Millisecond), ksAlert.event.Message,
+		modelAlert.at.Sub(published).Round(100*time.Millisecond), modelAlert.event.Reason, modelAlert.event.Message, modelAlert.event.Metadata)
 	msg := readyCondition(ks).Message
 	wantID := fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", ns, modelName)
 	if !strings.Contains(msg, "failed early due to stalled resources") || !strings.Contains(msg, wantID) {
@@ -113,6 +188,14 @@ func TestFlux(t *testing.T) {
 	}
 	t.Logf("never-ready version: Kustomization failed %s after the commit (model deadline %ds, Kustomization timeout 15m): %s",
 		failed.Sub(published).Round(100*time.Millisecond), fluxDeadlineSeconds, msg)
+
+	// One delivery of the failure per reconciliation of the Kustomization:
+	// its message carries how long the health check waited, so
+	// notification-controller's duplicate filter does not merge two.
+	ksFailed := func(e eventv1.Event) bool { return involved(e) == ksID && e.Severity == eventv1.EventSeverityError }
+	if n := rig.receiver.count(ksFailed); n != 1 {
+		t.Errorf("the Kustomization's Alert delivered %d failures after one reconciliation, want 1:\n%s", n, rig.receiver.dump())
+	}
 
 	// `flux get kustomizations` shows the failure.
 	out := rig.flux(t, 0, "get", "kustomizations", "-n", fluxNamespace)
@@ -137,6 +220,17 @@ func TestFlux(t *testing.T) {
 		return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev3
 	})
 	t.Logf("revert: Kustomization Ready %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
+	// One delivery per failure: notification-controller's duplicate filter
+	// holds the Kustomization's repeated health-check failures, and the
+	// revert is no error.
+	// `flux reconcile` reconciled it once more while failed: one more
+	// delivery; the revert none.
+	if n := rig.receiver.count(ksFailed); n != 2 {
+		t.Errorf("the Kustomization's Alert delivered %d failures, want 2 (the commit's and the flux reconcile's):\n%s", n, rig.receiver.dump())
+	}
+	if n := rig.receiver.count(func(e eventv1.Event) bool { return involved(e) == modelID && e.Severity == eventv1.EventSeverityError }); n != 1 {
+		t.Errorf("the model's Alert delivered %d errors, want 1:\n%s", n, rig.receiver.dump())
+	}
 	if m := getModel(t, ns); !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) || m.Status.ActiveVersion != good {
 		t.Errorf("model after the revert: %s %v", m.Status.ActiveVersion, m.Status.Conditions)
 	}
@@ -166,6 +260,10 @@ type fluxRig struct {
 	dir        string
 	kubeconfig string
 	src        *gitSource
+	// events is notification-controller's event endpoint, ncDir where
+	// `make fluxbin` put it, ncLog its log.
+	events, ncDir, ncLog string
+	receiver             *fluxReceiver
 }
 
 func startFlux(t *testing.T) *fluxRig {
@@ -179,16 +277,31 @@ func startFlux(t *testing.T) *fluxRig {
 			t.Fatalf("Flux binaries missing, run `make fluxbin`: %v", err)
 		}
 	}
-	rig := &fluxRig{dir: dir, kubeconfig: cluster.KubeconfigPath()}
+	rig := &fluxRig{dir: dir, kubeconfig: cluster.KubeconfigPath(), ncDir: os.Getenv(fluxNotificationDirEnv)}
+	if _, err := os.Stat(filepath.Join(rig.ncDir, "notification-controller")); err != nil {
+		t.Fatalf("notification-controller missing (%s), run `make fluxbin`: %v", fluxNotificationDirEnv, err)
+	}
 	installCRDs(t, filepath.Join(dir, "crds"))
+	installCRDs(t, filepath.Join(rig.ncDir, "crds"))
 	ctx := context.Background()
 	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	rig.src = startGitSource(t)
+	rig.receiver = startFluxReceiver(t)
+
+	eventsAddr := freeLoopbackAddr(t)
+	rig.events = "http://" + eventsAddr + "/"
+	logDir := t.TempDir()
+	nc := exec.Command(filepath.Join(rig.ncDir, "notification-controller"),
+		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr="+eventsAddr, "--receiverAddr="+freeLoopbackAddr(t),
+		"--watch-all-namespaces=true", "--log-level=info", "--log-encoding=console")
+	nc.Env = append(os.Environ(), "KUBECONFIG="+rig.kubeconfig, "RUNTIME_NAMESPACE="+fluxNamespace)
+	startChild(t, "notification-controller", logDir, nc, nil)
+	rig.ncLog = filepath.Join(logDir, "notification-controller.log")
 
 	cmd := exec.Command(filepath.Join(dir, "kustomize-controller"),
-		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr=",
+		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr="+rig.events,
 		"--watch-all-namespaces=true", "--requeue-dependency=5s", "--log-level=info", "--log-encoding=console")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+rig.kubeconfig, "RUNTIME_NAMESPACE="+fluxNamespace)
 	startChild(t, "kustomize-controller", t.TempDir(), cmd, nil)
@@ -257,6 +370,7 @@ func repoTree(t *testing.T, version string) map[string][]byte {
 		t.Fatalf("%s: %v", localrun.ModelExample, err)
 	}
 	m := models[0].Object
+	models[0].SetLabels(map[string]string{operatorLabel: fluxOperator})
 	if err := unstructured.SetNestedField(m, version, "spec", "version"); err != nil {
 		t.Fatal(err)
 	}
@@ -593,4 +707,260 @@ func tarball(t *testing.T, tree map[string][]byte) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// freeLoopbackAddr is a loopback address with a port free a moment ago, for
+// a process that takes its listen address as a flag.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// fluxObjects reads a published examples/flux file with the Provider's
+// address pointed at receiverURL and the eventSources of kind OpenMedModel
+// at ns, as a user edits them.
+func fluxObjects(t *testing.T, name, receiverURL, ns string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "flux", name))
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Provider":
+			if err := unstructured.SetNestedField(u.Object, receiverURL, "spec", "address"); err != nil {
+				t.Fatal(err)
+			}
+		case "Alert":
+			sources, _, _ := unstructured.NestedSlice(u.Object, "spec", "eventSources")
+			for _, src := range sources {
+				if m, _ := src.(map[string]any); m["kind"] == "OpenMedModel" {
+					m["namespace"] = ns
+				}
+			}
+			if err := unstructured.SetNestedSlice(u.Object, sources, "spec", "eventSources"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return objs
+}
+
+// applyAlerts creates every object of the published file, and deletes them
+// when the test ends.
+func (r *fluxRig) applyAlerts(t *testing.T, name, ns string) {
+	t.Helper()
+	for _, u := range fluxObjects(t, name, r.receiver.url, ns) {
+		if err := k8s.Create(context.Background(), u); err != nil {
+			t.Fatalf("%s %s: %v", name, u.GetName(), err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
+	}
+}
+
+// createAlert creates the one Alert of the published file and returns the
+// API server's answer.
+func (r *fluxRig) createAlert(t *testing.T, name, ns string) error {
+	t.Helper()
+	objs := fluxObjects(t, name, r.receiver.url, ns)
+	if len(objs) != 1 || objs[0].GroupVersionKind() != alertGVK {
+		t.Fatalf("%s: want one Alert, got %d objects", name, len(objs))
+	}
+	u := objs[0]
+	err := k8s.Create(context.Background(), u)
+	if err == nil {
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
+	}
+	return err
+}
+
+// patchAlertCRD builds the Alert CRD as notification-controller ships it
+// with examples/flux/alert-crd-patch.yaml, as a user's flux-system
+// kustomization.yaml does, applies it and waits until the API server
+// accepts OpenMedModel.
+func (r *fluxRig) patchAlertCRD(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	for src, dst := range map[string]string{
+		filepath.Join(r.ncDir, "crds", "notification.toolkit.fluxcd.io_alerts.yaml"): "gotk-components.yaml",
+		filepath.Join(localrun.ExamplesDir(), "flux", "alert-crd-patch.yaml"):        "alert-crd-patch.yaml",
+	} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, dst), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kustomization := "resources:\n- gotk-components.yaml\npatches:\n- path: alert-crd-patch.yaml\n  target:\n    kind: CustomResourceDefinition\n    name: " + alertCRD + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := kustomize.Build(dir)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("kustomize build of the Alert CRD with the patch: %d objects, %v", len(objs), err)
+	}
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: alertCRD}, crd); err != nil {
+		t.Fatal(err)
+	}
+	objs[0].SetResourceVersion(crd.ResourceVersion)
+	if err := k8s.Update(ctx, objs[0]); err != nil {
+		t.Fatalf("update the Alert CRD: %v", err)
+	}
+	eventually(t, "the patched Alert CRD serves", func() (bool, string) {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: alertCRD}, got); err != nil {
+			return false, err.Error()
+		}
+		enum := got.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["eventSources"].Items.Schema.Properties["kind"].Enum
+		for _, v := range enum {
+			if string(v.Raw) == `"OpenMedModel"` {
+				// The API server validates with the new schema once it
+				// answers a dry run with it.
+				probe := fluxObjects(t, "model-alerts.yaml", r.receiver.url, "default")[0]
+				probe.SetName("crd-probe")
+				err := k8s.Create(ctx, probe, client.DryRunAll)
+				return err == nil, fmt.Sprintf("dry run: %v", err)
+			}
+		}
+		return false, "OpenMedModel not in the enum"
+	})
+}
+
+// discarded is notification-controller's log line discarding an event of
+// kind/ns/name for want of an Alert, or "".
+func discarded(logPath, kind, ns, name string) string {
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.Contains(l, "discarding event, no alerts found for the involved object") &&
+			strings.Contains(l, kind) && strings.Contains(l, ns) && strings.Contains(l, name) {
+			return l
+		}
+	}
+	return ""
+}
+
+// involved is an event's involved object as Kind/namespace/name.
+func involved(e eventv1.Event) string {
+	o := e.InvolvedObject
+	return o.Kind + "/" + o.Namespace + "/" + o.Name
+}
+
+// fluxReceiver is the generic Provider's webhook on loopback: it keeps
+// every event notification-controller delivers, with when it came.
+type fluxReceiver struct {
+	url string
+
+	mu  sync.Mutex
+	got []delivery
+}
+
+type delivery struct {
+	at    time.Time
+	event eventv1.Event
+}
+
+func startFluxReceiver(t *testing.T) *fluxReceiver {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &fluxReceiver{url: "http://" + ln.Addr().String() + "/flux"}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var e eventv1.Event
+		if err := json.NewDecoder(req.Body).Decode(&e); err != nil {
+			t.Errorf("receiver: a body that is not a Flux event: %v", err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		r.got = append(r.got, delivery{at: time.Now(), event: e})
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return r
+}
+
+// wait returns the first delivery that match accepts, waiting for it.
+func (r *fluxReceiver) wait(t *testing.T, what string, match func(eventv1.Event) bool) delivery {
+	t.Helper()
+	var found delivery
+	eventually(t, "delivery of "+what, func() (bool, string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, d := range r.got {
+			if match(d.event) {
+				found = d
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d deliveries, none matches", len(r.got))
+	})
+	return found
+}
+
+func (r *fluxReceiver) count(match func(eventv1.Event) bool) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, d := range r.got {
+		if match(d.event) {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *fluxReceiver) dump() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, d := range r.got {
+		fmt.Fprintf(&b, "%s %s %s %s %q %v\n", d.at.Format(time.TimeOnly), involved(d.event), d.event.Severity, d.event.Reason, d.event.Message, d.event.Metadata)
+	}
+	return b.String()
+}
+
+// waitAlertsLive posts probe events for an OpenMedModel of ns named
+// alert-probe to notification-controller, as the operator posts its own,
+// until one is delivered: notification-controller then routes by the
+// Alerts just created.
+func (r *fluxReceiver) waitAlertsLive(t *testing.T, rig *fluxRig, ns string) {
+	t.Helper()
+	n := 0
+	eventually(t, "notification-controller delivers by the new Alert", func() (bool, string) {
+		if r.count(func(e eventv1.Event) bool { return e.InvolvedObject.Name == "alert-probe" }) > 0 {
+			return true, ""
+		}
+		n++
+		e := eventv1.Event{
+			InvolvedObject: corev1.ObjectReference{Kind: "OpenMedModel", APIVersion: v1alpha1.GroupVersion.String(), Namespace: ns, Name: "alert-probe"},
+			Severity:       eventv1.EventSeverityError, Timestamp: metav1.Now(), Reason: "Probe",
+			Message: fmt.Sprintf("probe %d", n), ReportingController: "e2e", ReportingInstance: "e2e",
+		}
+		body, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Post(rig.events, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return false, fmt.Sprintf("probe %d: %s", n, resp.Status)
+	})
 }

@@ -175,12 +175,12 @@ func setUp() error {
 
 // launchOperator starts an operator for the models matching selector and
 // waits until it is ready.
-func launchOperator(ctx context.Context, name, selector string) (*localrun.Operator, error) {
+func launchOperator(ctx context.Context, name, selector string, args ...string) (*localrun.Operator, error) {
 	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary:     operatorBinary,
 		Kubeconfig: operatorKubeconfig,
 		LogPath:    filepath.Join(workDir, "operator-"+name+".log"),
-		Args:       []string{"--log-encoding=console", "--watch-label-selector=" + selector},
+		Args:       append([]string{"--log-encoding=console", "--watch-label-selector=" + selector}, args...),
 	})
 	if err != nil {
 		return nil, err

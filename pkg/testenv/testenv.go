@@ -241,12 +241,13 @@ var builtBinaries = []struct{ env, pattern string }{
 	{AssetsEnv, "k8s/*"},
 	{"OPENMED_KWOK", "kwok-*/kwok"},
 	{"OPENMED_FLUX_DIR", "flux-*-kc-*"},
+	{"OPENMED_FLUX_NOTIFICATION_DIR", "flux-*-kc-*/notification-controller-*"},
 	{"OPENMED_ARGOCD_DIR", "argocd-*"},
 }
 
 // UseBuiltBinaries points every variable of the binaries the Makefile
 // builds (KUBEBUILDER_ASSETS, OPENMED_KWOK, OPENMED_FLUX_DIR,
-// OPENMED_ARGOCD_DIR) that is unset at the single build of it under the
+// OPENMED_FLUX_NOTIFICATION_DIR, OPENMED_ARGOCD_DIR) that is unset at the single build of it under the
 // module's bin/, so `go test` in a fresh shell runs what `make test` runs.
 // A variable already set is kept; one with no build (or several) under bin/
 // stays unset and the test that needs it fails saying which make target

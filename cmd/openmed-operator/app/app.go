@@ -29,6 +29,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -218,10 +219,23 @@ func Run(ctx context.Context, opts Options) error {
 	if err := mgr.Add(kubeEvents); err != nil {
 		return err
 	}
-	recorder, err := events.NewRecorder(mgr.GetLogger(), opts.EventsAddr, controllers.ControllerName,
+	// Kubernetes Events through Flux's recorder; --events-addr adds the
+	// forwarder, which posts to notification-controller from its own queue.
+	kube, err := events.NewRecorder(mgr.GetLogger(), "", controllers.ControllerName,
 		events.WithScheme(scheme), events.WithLegacyEventRecorder(kubeEvents))
 	if err != nil {
 		return fmt.Errorf("create events recorder: %w", err)
+	}
+	var recorder kevents.EventRecorder = kube
+	if opts.EventsAddr != "" {
+		forwarder, err := controllers.NewEventForwarder(opts.EventsAddr, controllers.ControllerName, scheme, modelMetrics, mgr.GetLogger().WithName("events-forwarder"))
+		if err != nil {
+			return fmt.Errorf("--events-addr: %w", err)
+		}
+		if err := mgr.Add(forwarder); err != nil {
+			return err
+		}
+		recorder = forwarder.Recorder(recorder)
 	}
 	var gotk *runtimectrl.Metrics
 	if opts.GotkMetrics {
