@@ -290,11 +290,11 @@ func startFlux(t *testing.T) *fluxRig {
 	rig.src = startGitSource(t)
 	rig.receiver = startFluxReceiver(t)
 
-	eventsAddr := freeLoopbackAddr(t)
+	eventsAddr := freeAddr(t)
 	rig.events = "http://" + eventsAddr + "/"
 	logDir := t.TempDir()
 	nc := exec.Command(filepath.Join(rig.ncDir, "notification-controller"),
-		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr="+eventsAddr, "--receiverAddr="+freeLoopbackAddr(t),
+		"--metrics-addr=127.0.0.1:0", "--health-addr=127.0.0.1:0", "--events-addr="+eventsAddr, "--receiverAddr="+freeAddr(t),
 		"--watch-all-namespaces=true", "--log-level=info", "--log-encoding=console")
 	nc.Env = append(os.Environ(), "KUBECONFIG="+rig.kubeconfig, "RUNTIME_NAMESPACE="+fluxNamespace)
 	startChild(t, "notification-controller", logDir, nc, nil)
@@ -707,18 +707,6 @@ func tarball(t *testing.T, tree map[string][]byte) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-// freeLoopbackAddr is a loopback address with a port free a moment ago, for
-// a process that takes its listen address as a flag.
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // fluxObjects reads a published examples/flux file with the Provider's
