@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,18 +52,25 @@ const (
 	operatorUser = "openmed-operator"
 	v1           = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v1"
 	v2           = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v2"
-	// The floor: first rollout and upgrade calls per model. A first rollout
-	// records its target in status.claimedTargets before it writes to it
-	// (one status write the floor of 7 did not have).
-	maxFirstRollout = 8
-	maxUpgrade      = 6
-	// A bake adds a status write and an event per rollout.
-	bakeCalls = 2
 	// scaleBake is the bakeSeconds of the guarded run.
 	scaleBake = 1
 
 	steadyWindows = 3
 	workers       = 8
+)
+
+// The calls of each phase per model, by kind, asserted exactly. A first
+// rollout creates the manifest ConfigMap, adds the finalizer, records its
+// target in status.claimedTargets before it writes to it, applies the
+// pointer, writes RollingOut and Ready, and records RolloutStarted and
+// RolloutSucceeded; an upgrade is the same without the finalizer and the
+// record. A bake adds the Baking status write and its event.
+var (
+	firstRolloutCalls = map[string]int{"create configmaps": 1, "patch openmedmodels": 1, "patch openmedmodels/status": 3,
+		"patch deployments": 1, "create events": 2}
+	upgradeCalls = map[string]int{"create configmaps": 1, "patch openmedmodels/status": 2, "patch deployments": 1,
+		"create events": 2}
+	bakeCalls = map[string]int{"patch openmedmodels/status": 1, "create events": 1}
 )
 
 // steadyWindow is how long each steady-state window lasts:
@@ -120,23 +128,47 @@ func TestScale(t *testing.T) {
 		for _, bake := range variants(t) {
 			r := run(t, bin, n, bake)
 			fmt.Print(r.table())
-			extra := 0.0
-			if bake {
-				extra = bakeCalls
-			}
 			for _, p := range []struct {
 				name  string
 				calls phaseCalls
-				max   float64
-			}{{"first rollout", r.rollout, maxFirstRollout + extra}, {"upgrade", r.upgrade, maxUpgrade + extra}} {
-				if got := p.calls.perModel(n); got > p.max {
-					t.Errorf("N=%d bake=%t %s: %.2f calls per model, the floor is %v: %v%s", n, bake, p.name, got, p.max, p.calls.byKind, p.calls.busiest())
+				want  map[string]int
+			}{{"first rollout", r.rollout, firstRolloutCalls}, {"upgrade", r.upgrade, upgradeCalls}} {
+				want := map[string]int{}
+				for k, c := range p.want {
+					want[k] = c * n
+				}
+				if bake {
+					for k, c := range bakeCalls {
+						want[k] += c * n
+					}
+				}
+				if !maps.Equal(p.calls.byKind, want) {
+					t.Errorf("N=%d bake=%t %s: calls %v, want exactly %v%s", n, bake, p.name, p.calls.byKind, want, p.calls.busiest())
 				}
 			}
 			for i, w := range r.steady {
 				if w.total() != 0 {
 					t.Errorf("N=%d bake=%t steady window %d: %d calls: %v", n, bake, i+1, w.total(), w.byKind)
 				}
+				// No list; a watch only to replace one the API server ended
+				// (it closes an informer's watch after 5 to 10 minutes): at
+				// most as many as the informers opened before. Leader
+				// election (OPENMED_LOCKDOWN) renews its Lease.
+				for kind, c := range r.steadyInformer[i].byKind {
+					if strings.HasSuffix(kind, " leases") {
+						continue
+					}
+					if !strings.HasPrefix(kind, "watch ") || c > r.watchesBefore[i][kind] {
+						t.Errorf("N=%d bake=%t steady window %d: %d × %s (watches opened before it: %v)", n, bake, i+1, c, kind, r.watchesBefore[i])
+					}
+				}
+			}
+			// The bake run baked: every model was seen Baking (and its
+			// calls above hold the Baking write and event); the run without
+			// the guard none. The pods are watched in both (the pod store
+			// also tells an unschedulable rollout).
+			if want := map[bool]int{true: n}[bake]; r.baked != want {
+				t.Errorf("N=%d bake=%t: %d models seen Baking, want %d", n, bake, r.baked, want)
 			}
 			if !bake {
 				plain = r
@@ -160,10 +192,17 @@ func TestScale(t *testing.T) {
 
 // result is what one run measured.
 type result struct {
-	n                       int
-	bake                    bool
-	rollout, upgrade        phaseCalls
-	steady                  []phaseCalls
+	n                      int
+	bake                   bool
+	rollout, upgrade       phaseCalls
+	steady, steadyInformer []phaseCalls
+	// watchesBefore are, for each steady window, the watches the process
+	// opened before it, by kind.
+	watchesBefore []map[string]int
+	// baked is how many models were seen Baking; podReads the operator's
+	// list and watch requests on pods over the whole process.
+	baked                   int
+	podReads                map[string]int
 	informer                phaseCalls
 	createReady, upgradeRdy time.Duration
 	// reaction is measured one model at a time; waveReaction during the
@@ -198,8 +237,9 @@ func (r result) table() string {
 	sort.Strings(as)
 	fmt.Fprintf(&b, "%-34s %s\n", "writes to Deployments, ConfigMaps", strings.Join(as, ", "))
 	for i, w := range r.steady {
-		fmt.Fprintf(&b, "%-34s %d calls\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total())
+		fmt.Fprintf(&b, "%-34s %d calls, %d list/watch\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total(), r.steadyInformer[i].total())
 	}
+	fmt.Fprintf(&b, "%-34s %d of %d models seen Baking; pods read by %v over the whole process\n", "the bake", r.baked, r.n, r.podReads)
 	informer := r.informer.describe(1) + " (per operator, not per model)"
 	if r.informer.total() == 0 {
 		informer = "0 (no re-list, no new watch after the caches synced; leader election off)"
@@ -369,8 +409,11 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	for i := 0; i < steadyWindows; i++ {
 		from := time.Now()
 		time.Sleep(steadyWindow)
-		w, _ := calls(t, cl, from, time.Now())
+		w, wi := calls(t, cl, from, time.Now())
+		_, before := calls(t, cl, time.Time{}, from)
+		r.watchesBefore = append(r.watchesBefore, before.byKind)
 		r.steady = append(r.steady, w)
+		r.steadyInformer = append(r.steadyInformer, wi)
 	}
 
 	// Upgrade.
@@ -392,6 +435,13 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	r.cpuUpgrade = (harness.CPUSeconds(t, op.PID()) - cpu1) / float64(n)
 	r.upgrade, _ = calls(t, cl, t2, t3)
 	_, r.informer = calls(t, cl, started, t3)
+	r.podReads = map[string]int{}
+	for _, q := range cl.Requests(t, time.Time{}, t3) {
+		if q.Resource == "pods" && (q.Verb == "list" || q.Verb == "watch") {
+			r.podReads[q.Kind()]++
+		}
+	}
+	r.baked = mw.bakedCount()
 	// With $OPENMED_LOCKDOWN every write to a Deployment or a ConfigMap is
 	// the tenant's ServiceAccount's; without, the operator's own.
 	want := ""
@@ -492,7 +542,9 @@ type modelWatch struct {
 	// whether it was Ready when last seen.
 	becameReady map[string]time.Time
 	wasReady    map[string]bool
-	done        chan struct{}
+	// baking holds the models seen Reconciling=True/Baking.
+	baking map[string]bool
+	done   chan struct{}
 }
 
 func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
@@ -501,7 +553,7 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 		t.Fatal(err)
 	}
 	mw := &modelWatch{w: w, ready: map[string]map[string]time.Time{}, becameReady: map[string]time.Time{}, wasReady: map[string]bool{},
-		done: make(chan struct{})}
+		baking: map[string]bool{}, done: make(chan struct{})}
 	go func() {
 		defer close(mw.done)
 		for ev := range w.ResultChan() {
@@ -512,6 +564,9 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 			now := time.Now()
 			ready := apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) && m.Status.ObservedGeneration == m.Generation
 			mw.mu.Lock()
+			if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.BakingReason {
+				mw.baking[m.Name] = true
+			}
 			if ready && !mw.wasReady[m.Name] {
 				mw.becameReady[m.Name] = now
 			}
@@ -547,6 +602,13 @@ func (mw *modelWatch) readySince(name string, t time.Time) (time.Time, bool) {
 	defer mw.mu.Unlock()
 	at, ok := mw.becameReady[name]
 	return at, ok && at.After(t)
+}
+
+// bakedCount is how many models were seen Baking.
+func (mw *modelWatch) bakedCount() int {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	return len(mw.baking)
 }
 
 func (mw *modelWatch) stop() {

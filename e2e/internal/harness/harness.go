@@ -169,7 +169,7 @@ func start(t *testing.T, dir, level, user string, groups ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{User: user, AuditLog: filepath.Join(dir, "audit.log"), Kubeconfig: filepath.Join(dir, "operator.kubeconfig")}
 	policy := filepath.Join(dir, "audit-policy.yaml")
-	body := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted]\nrules:\n" +
+	body := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n" +
 		"- level: " + level + "\n  users: [\"" + user + "\"]\n- level: None\n"
 	if err := os.WriteFile(policy, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
@@ -234,7 +234,9 @@ func (r Request) Mutating() bool {
 	return false
 }
 
-// Requests reads the operator's completed requests received in [from, to).
+// Requests reads the operator's requests received in [from, to): each
+// request once, a watch when it started (its ResponseComplete comes only
+// when it ends, minutes later), every other request when it completed.
 func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 	t.Helper()
 	f, err := os.Open(c.AuditLog)
@@ -270,7 +272,7 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit line: %v", err)
 		}
-		if e.User.Username != c.User || e.Stage != "ResponseComplete" || e.ObjectRef == nil {
+		if e.User.Username != c.User || e.ObjectRef == nil || !counted(e.Verb, e.Stage, e.ResponseStatus) {
 			continue
 		}
 		at := e.RequestReceived.Time
@@ -291,6 +293,25 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// counted reports whether an audit event of the given stage is the one a
+// request is counted by: a watch's ResponseStarted (or its ResponseComplete
+// when it was refused before it started), any other request's
+// ResponseComplete.
+func counted(verb, stage string, status *struct {
+	Code int `json:"code"`
+}) bool {
+	if verb != "watch" {
+		return stage == "ResponseComplete"
+	}
+	switch stage {
+	case "ResponseStarted":
+		return true
+	case "ResponseComplete":
+		return status != nil && status.Code != 200
+	}
+	return false
 }
 
 // PerModel splits requests into the ones a model's passes make and the ones
