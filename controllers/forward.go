@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/events"
@@ -34,7 +36,8 @@ import (
 // forwarder posts from a queue of its own instead, one event after the
 // other in the order they were recorded; Recorder returns at once. A full
 // queue drops the event (openmed_events_forward_dropped_total, cause
-// queue-full), as does shutdown with events left (cause shutdown). A post
+// queue-full), as does shutdown with events left or recorded after it
+// (cause shutdown). A post
 // that fails after Flux's retries is logged by Flux's recorder ("unable to
 // record event"). Events are best effort; status is the record.
 type EventForwarder struct {
@@ -43,6 +46,13 @@ type EventForwarder struct {
 	metrics *Metrics
 	log     logr.Logger
 	queue   chan forwarded
+
+	// mu guards stopped: once Start has stopped, an event is counted, not
+	// queued.
+	mu      sync.Mutex
+	stopped bool
+	// pending counts the events queued or being posted.
+	pending atomic.Int64
 }
 
 type forwarded struct {
@@ -82,27 +92,51 @@ func (f *EventForwarder) Recorder(kube kevents.EventRecorder) kevents.EventRecor
 	return &forwardingRecorder{kube: kube, f: f}
 }
 
-// Start posts queued events until ctx ends, then gives the queue a second
-// to drain; what is left is counted as dropped.
+// Start posts queued events until ctx ends. Then it refuses new events and
+// gives the queue up to a second to drain; every event left, and every one
+// recorded after (a reconcile that finishes after the forwarder stopped),
+// is counted as dropped. A post in flight is not waited for past that
+// second (Flux's client takes no context): shutdown stays bounded.
 func (f *EventForwarder) Start(ctx context.Context) error {
+	quit := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case e := <-f.queue:
+				select {
+				case <-quit:
+					f.drop(e, dropShutdown)
+				default:
+					f.post(e)
+				}
+				f.pending.Add(-1)
+			case <-quit:
+				return
+			}
+		}
+	}()
+	<-ctx.Done()
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	deadline := time.Now().Add(time.Second)
+	for f.pending.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(quit)
+	f.dropQueued()
+	return nil
+}
+
+// dropQueued counts what is still queued once the worker was told to quit.
+func (f *EventForwarder) dropQueued() {
 	for {
 		select {
 		case e := <-f.queue:
-			f.post(e)
-		case <-ctx.Done():
-			deadline := time.Now().Add(time.Second)
-			for {
-				select {
-				case e := <-f.queue:
-					if time.Now().After(deadline) {
-						f.drop(e, dropShutdown)
-						continue
-					}
-					f.post(e)
-				default:
-					return nil
-				}
-			}
+			f.drop(e, dropShutdown)
+			f.pending.Add(-1)
+		default:
+			return
 		}
 	}
 }
@@ -141,8 +175,15 @@ func (f *EventForwarder) enqueue(obj runtime.Object, eventtype, reason, message 
 		}
 	}
 	e := forwarded{obj: ref, metadata: ModelEventMetadata(o), eventtype: eventtype, reason: reason, event: message}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		f.drop(e, dropShutdown)
+		return
+	}
 	select {
 	case f.queue <- e:
+		f.pending.Add(1)
 	default:
 		f.drop(e, dropQueueFull)
 	}

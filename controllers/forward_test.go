@@ -110,7 +110,8 @@ func (k *kubeEvents) Eventf(_, _ runtime.Object, _, _, _, note string, args ...a
 // waiting for it: Eventf returns while the receiver holds the first post,
 // and the Kubernetes Event is recorded at once. Past ForwardQueueSize
 // waiting events, each further one is counted as not forwarded, never
-// blocks; at shutdown, what is left is posted or counted.
+// blocks; at shutdown, what is left is posted or counted, and so is an
+// event recorded after it.
 func TestEventForwarder(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -208,6 +209,12 @@ func TestEventForwarder(t *testing.T) {
 		if m == "one too many" {
 			t.Error("the dropped event was forwarded")
 		}
+	}
+	// A reconcile that finishes after the forwarder stopped: the Kubernetes
+	// Event is recorded, the forward counted, not lost in the queue.
+	rec.Eventf(model, nil, corev1.EventTypeWarning, "Late", "Late", "after shutdown")
+	if after := testutil.ToFloat64(metrics.notForwarded.WithLabelValues(dropShutdown)); after != shutdown+1 || kube.msgs[len(kube.msgs)-1] != "after shutdown" {
+		t.Errorf("an event after shutdown: counted %v (was %v), last Kubernetes Event %q", after, shutdown, kube.msgs[len(kube.msgs)-1])
 	}
 
 	events := rcv.events()

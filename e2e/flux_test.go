@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -103,6 +104,9 @@ func TestFlux(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = op.Kill() })
 
+	// The Provider and the Kustomization's Alert, before anything is applied.
+	rig.applyAlerts(t, "alerts.yaml", ns)
+
 	// First apply: the models' Kustomization is Ready only once the model is.
 	rev1 := rig.src.publish(t, repoTree(t, good))
 	rig.src.create(t)
@@ -122,10 +126,10 @@ func TestFlux(t *testing.T) {
 	}
 	t.Logf("first apply: model Ready at %s, Kustomization Ready at %s", modelReady.LastTransitionTime.Format(time.TimeOnly), readyCondition(ks).LastTransitionTime.Format(time.TimeOnly))
 
-	// Alerts. With the CRD as shipped the operator's events reach
+	// With the Alert CRD as shipped the operator's events (the first
+	// rollout's, forwarded while alerts.yaml's Alert existed) reach
 	// notification-controller and are discarded, and an Alert that would
 	// select them is rejected; the published patch lets it in.
-	rig.applyAlerts(t, "alerts.yaml", ns)
 	eventually(t, "notification-controller discards the operator's events", func() (bool, string) {
 		l := discarded(rig.ncLog, "OpenMedModel", ns, modelName)
 		return l != "", "no such line in " + rig.ncLog
@@ -167,9 +171,9 @@ func TestFlux(t *testing.T) {
 		return e.Metadata[strings.TrimPrefix(key, v1alpha1.GroupVersion.Group+"/")]
 	}
 	if e := modelAlert.event; e.Reason != v1alpha1.RolloutFailedReason || md(e, controllers.MetaRevision) != brokenVersion ||
-		md(e, controllers.MetaServing) != good || !strings.Contains(md(e, controllers.MetaHealthMessage), brokenVersion) ||
+		md(e, controllers.MetaServing) != good || md(e, controllers.MetaHealth) != "Progressing" || !strings.Contains(md(e, controllers.MetaHealthMessage), brokenVersion) ||
 		!strings.Contains(md(e, controllers.MetaHealthMessage), good) {
-		t.Errorf("the model's Alert delivered %s %q %v, want RolloutFailed with revision %s, serving %s and a health message naming both", e.Reason, e.Message, e.Metadata, brokenVersion, good)
+		t.Errorf("the model's Alert delivered %s %q %v, want RolloutFailed with revision %s, serving %s, health Progressing (rolling back) and a health message naming both", e.Reason, e.Message, e.Metadata, brokenVersion, good)
 	}
 	t.Logf("commit of a never-ready version -> first delivery: Kustomization Alert %s (%q), model Alert %s (%s %q %v)",
 		ksAlert.at.Sub(published).Round(100*time.Millisecond), ksAlert.event.Message,
@@ -799,10 +803,25 @@ func (r *fluxRig) patchAlertCRD(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Name: alertCRD}, crd); err != nil {
 		t.Fatal(err)
 	}
+	shipped := crd.Spec.DeepCopy()
 	objs[0].SetResourceVersion(crd.ResourceVersion)
 	if err := k8s.Update(ctx, objs[0]); err != nil {
 		t.Fatalf("update the Alert CRD: %v", err)
 	}
+	// The next TestFlux in this cluster starts from the CRD as shipped.
+	t.Cleanup(func() {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := k8s.Get(ctx, client.ObjectKey{Name: alertCRD}, got); err != nil {
+				return err
+			}
+			got.Spec = *shipped
+			return k8s.Update(ctx, got)
+		})
+		if err != nil {
+			t.Errorf("restore the Alert CRD as shipped: %v", err)
+		}
+	})
 	eventually(t, "the patched Alert CRD serves", func() (bool, string) {
 		got := &apiextensionsv1.CustomResourceDefinition{}
 		if err := k8s.Get(ctx, client.ObjectKey{Name: alertCRD}, got); err != nil {

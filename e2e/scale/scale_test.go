@@ -44,6 +44,7 @@ import (
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
@@ -129,10 +130,11 @@ func TestScale(t *testing.T) {
 			r := run(t, bin, n, bake)
 			fmt.Print(r.table())
 			for _, p := range []struct {
-				name  string
-				calls phaseCalls
-				want  map[string]int
-			}{{"first rollout", r.rollout, firstRolloutCalls}, {"upgrade", r.upgrade, upgradeCalls}} {
+				name   string
+				calls  phaseCalls
+				want   map[string]int
+				noPods int
+			}{{"first rollout", r.rollout, firstRolloutCalls, r.noPods[v1]}, {"upgrade", r.upgrade, upgradeCalls, r.noPods[v2]}} {
 				want := map[string]int{}
 				for k, c := range p.want {
 					want[k] = c * n
@@ -141,6 +143,11 @@ func TestScale(t *testing.T) {
 					for k, c := range bakeCalls {
 						want[k] += c * n
 					}
+					// A model whose Deployment the operator saw rolled out
+					// before its pod store saw the Ready pods writes
+					// Baking without pods first: one status write more,
+					// counted from what the model watch saw.
+					want["patch openmedmodels/status"] += p.noPods
 				}
 				if !maps.Equal(p.calls.byKind, want) {
 					t.Errorf("N=%d bake=%t %s: calls %v, want exactly %v%s", n, bake, p.name, p.calls.byKind, want, p.calls.busiest())
@@ -201,8 +208,11 @@ type result struct {
 	watchesBefore []map[string]int
 	// baked is how many models were seen Baking; podReads the operator's
 	// list and watch requests on pods over the whole process.
-	baked                   int
-	podReads                map[string]int
+	baked    int
+	podReads map[string]int
+	// noPods is, per version, how many models were seen Baking before
+	// their pods were.
+	noPods                  map[string]int
 	informer                phaseCalls
 	createReady, upgradeRdy time.Duration
 	// reaction is measured one model at a time; waveReaction during the
@@ -239,7 +249,7 @@ func (r result) table() string {
 	for i, w := range r.steady {
 		fmt.Fprintf(&b, "%-34s %d calls, %d list/watch\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total(), r.steadyInformer[i].total())
 	}
-	fmt.Fprintf(&b, "%-34s %d of %d models seen Baking; pods read by %v over the whole process\n", "the bake", r.baked, r.n, r.podReads)
+	fmt.Fprintf(&b, "%-34s %d of %d models seen Baking (before their pods: %v); pods read by %v over the whole process\n", "the bake", r.baked, r.n, r.noPods, r.podReads)
 	informer := r.informer.describe(1) + " (per operator, not per model)"
 	if r.informer.total() == 0 {
 		informer = "0 (no re-list, no new watch after the caches synced; leader election off)"
@@ -441,7 +451,7 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 			r.podReads[q.Kind()]++
 		}
 	}
-	r.baked = mw.bakedCount()
+	r.baked, r.noPods = mw.bakedCount()
 	// With $OPENMED_LOCKDOWN every write to a Deployment or a ConfigMap is
 	// the tenant's ServiceAccount's; without, the operator's own.
 	want := ""
@@ -542,8 +552,10 @@ type modelWatch struct {
 	// whether it was Ready when last seen.
 	becameReady map[string]time.Time
 	wasReady    map[string]bool
-	// baking holds the models seen Reconciling=True/Baking.
+	// baking holds the models seen Reconciling=True/Baking; noPods, per
+	// version, those seen Baking without a Ready pod.
 	baking map[string]bool
+	noPods map[string]map[string]bool
 	done   chan struct{}
 }
 
@@ -553,7 +565,7 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 		t.Fatal(err)
 	}
 	mw := &modelWatch{w: w, ready: map[string]map[string]time.Time{}, becameReady: map[string]time.Time{}, wasReady: map[string]bool{},
-		baking: map[string]bool{}, done: make(chan struct{})}
+		baking: map[string]bool{}, noPods: map[string]map[string]bool{}, done: make(chan struct{})}
 	go func() {
 		defer close(mw.done)
 		for ev := range w.ResultChan() {
@@ -566,6 +578,12 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 			mw.mu.Lock()
 			if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.BakingReason {
 				mw.baking[m.Name] = true
+				if c.Message == rollout.MsgBakingNoPods {
+					if mw.noPods[m.Spec.Version] == nil {
+						mw.noPods[m.Spec.Version] = map[string]bool{}
+					}
+					mw.noPods[m.Spec.Version][m.Name] = true
+				}
 			}
 			if ready && !mw.wasReady[m.Name] {
 				mw.becameReady[m.Name] = now
@@ -604,11 +622,16 @@ func (mw *modelWatch) readySince(name string, t time.Time) (time.Time, bool) {
 	return at, ok && at.After(t)
 }
 
-// bakedCount is how many models were seen Baking.
-func (mw *modelWatch) bakedCount() int {
+// bakedCount is how many models were seen Baking, and per version how
+// many were seen Baking without pods.
+func (mw *modelWatch) bakedCount() (int, map[string]int) {
 	mw.mu.Lock()
 	defer mw.mu.Unlock()
-	return len(mw.baking)
+	noPods := map[string]int{}
+	for version, models := range mw.noPods {
+		noPods[version] = len(models)
+	}
+	return len(mw.baking), noPods
 }
 
 func (mw *modelWatch) stop() {

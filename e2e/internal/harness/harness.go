@@ -245,13 +245,15 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 	}
 	defer f.Close()
 	var out []Request
+	started := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for sc.Scan() {
 		var e struct {
-			Stage string `json:"stage"`
-			Verb  string `json:"verb"`
-			User  struct {
+			AuditID string `json:"auditID"`
+			Stage   string `json:"stage"`
+			Verb    string `json:"verb"`
+			User    struct {
 				Username string `json:"username"`
 			} `json:"user"`
 			ImpersonatedUser *struct {
@@ -272,7 +274,17 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit line: %v", err)
 		}
-		if e.User.Username != c.User || e.ObjectRef == nil || !counted(e.Verb, e.Stage, e.ResponseStatus) {
+		if e.User.Username != c.User || e.ObjectRef == nil {
+			continue
+		}
+		// A watch counts at ResponseStarted, which the API server logs for
+		// every long-running response, refused ones included; a watch
+		// without it (it failed before the response began) counts at
+		// ResponseComplete. Every other request counts at ResponseComplete.
+		switch {
+		case e.Verb == "watch" && e.Stage == "ResponseStarted":
+			started[e.AuditID] = true
+		case e.Stage != "ResponseComplete" || started[e.AuditID]:
 			continue
 		}
 		at := e.RequestReceived.Time
@@ -293,25 +305,6 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// counted reports whether an audit event of the given stage is the one a
-// request is counted by: a watch's ResponseStarted (or its ResponseComplete
-// when it was refused before it started), any other request's
-// ResponseComplete.
-func counted(verb, stage string, status *struct {
-	Code int `json:"code"`
-}) bool {
-	if verb != "watch" {
-		return stage == "ResponseComplete"
-	}
-	switch stage {
-	case "ResponseStarted":
-		return true
-	case "ResponseComplete":
-		return status != nil && status.Code != 200
-	}
-	return false
 }
 
 // PerModel splits requests into the ones a model's passes make and the ones
