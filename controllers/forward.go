@@ -31,13 +31,12 @@ import (
 // Flux's recorder posts synchronously, retrying a refused or failed post
 // four times, 1, 2, 4 and 8 s apart, each with a 5 s timeout: about 15 s
 // per event while notification-controller refuses connections, 40 s while
-// it does not answer. Called from the reconciler, that
-// would hold a worker, and every model behind it, for as long. The
-// forwarder posts from a queue of its own instead, one event after the
-// other in the order they were recorded; Recorder returns at once. A full
-// queue drops the event (openmed_events_forward_dropped_total, cause
-// queue-full), as does shutdown with events left or recorded after it
-// (cause shutdown). A post
+// it does not answer. Called from the reconciler, that would hold a worker,
+// and every model behind it, for as long. The forwarder posts from a queue
+// of its own instead, one event after the other in the order they were
+// recorded; Recorder returns at once. A full queue drops the event
+// (openmed_events_forward_dropped_total, cause queue-full), as does
+// shutdown with events left or recorded after it (cause shutdown). A post
 // that fails after Flux's retries is logged by Flux's recorder ("unable to
 // record event"). Events are best effort; status is the record.
 type EventForwarder struct {

@@ -352,9 +352,19 @@ func (p phaseCalls) describe(n int) string {
 // calls are the operator's requests in [from, to), split as
 // harness.PerModel splits them.
 func calls(t *testing.T, cl *harness.Cluster, from, to time.Time) (models, informer phaseCalls) {
-	reqs := cl.Requests(t, from, to)
-	m, i := harness.PerModel(reqs)
-	return phaseCalls{byKind: m, reqs: reqs}, phaseCalls{byKind: i}
+	return split(cl.Requests(t, from, to), from, to)
+}
+
+// split is calls on requests already read: those received in [from, to).
+func split(reqs []harness.Request, from, to time.Time) (models, informer phaseCalls) {
+	var in []harness.Request
+	for _, q := range reqs {
+		if !q.At.Before(from) && q.At.Before(to) {
+			in = append(in, q)
+		}
+	}
+	m, i := harness.PerModel(in)
+	return phaseCalls{byKind: m, reqs: in}, phaseCalls{byKind: i}
 }
 
 // run is one benchmark at size n.
@@ -416,11 +426,17 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	r.rollout, _ = calls(t, cl, t0, t1)
 
 	// Steady state.
+	var windows [][2]time.Time
 	for i := 0; i < steadyWindows; i++ {
 		from := time.Now()
 		time.Sleep(steadyWindow)
-		w, wi := calls(t, cl, from, time.Now())
-		_, before := calls(t, cl, time.Time{}, from)
+		windows = append(windows, [2]time.Time{from, time.Now()})
+	}
+	// One read of the audit log for every window and what came before it.
+	all := cl.Requests(t, time.Time{}, windows[len(windows)-1][1])
+	for _, win := range windows {
+		w, wi := split(all, win[0], win[1])
+		_, before := split(all, time.Time{}, win[0])
 		r.watchesBefore = append(r.watchesBefore, before.byKind)
 		r.steady = append(r.steady, w)
 		r.steadyInformer = append(r.steadyInformer, wi)
