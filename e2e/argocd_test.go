@@ -193,6 +193,9 @@ func runArgoLayout(t *testing.T, rig *argoRig, l argoLayout) {
 	// deployed notification and with the failed version's message. That
 	// is Argo CD's trigger; the docs say so.
 	resent := rig.receiver.of(f.app, "degraded", committed)
+	if len(resent) > 2 {
+		t.Errorf("the revert's sync re-sent the degraded notification %d times, more than the two (during the sync, once it finished) the docs state:\n%s", len(resent), notificationList(resent))
+	}
 	for _, n := range resent {
 		if !n.At.Before(deployed.At) || !strings.Contains(n.model(modelName), brokenVersion) {
 			t.Errorf("a degraded notification after the revert that is not a re-send of the never-ready one during the fix's sync:\n%s", notificationList([]notification{n}))
