@@ -239,12 +239,20 @@ fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s
 	go test ./pkg/validation -run '^$$' -fuzz FuzzValidateJSON -fuzztime $(or $(FUZZTIME),60s)
 	go test ./pkg/rollout -run '^$$' -fuzz FuzzDecideSequences -fuzztime $(or $(FUZZTIME),60s)
 
-# N is the list of sizes `make bench-scale` runs, e.g. N=100,1000,2000.
+# N is the list of sizes `make bench-scale` runs, e.g. N=100,1000,10000.
+# PODS=off runs without pods (and without the bake guard); BAKE=off|on|both
+# picks the bake variants; UNOWNED=k runs each N again with k×N Deployments
+# no model targets; SHARDS=s runs each N again on s operator processes.
 N ?= 100,1000
+PODS ?= on
+BAKE ?= both
+UNOWNED ?= 0
+SHARDS ?= 1
 
 .PHONY: bench-scale
 bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory.
-	OPENMED_SCALE_N=$(N) go test -count=1 -timeout 90m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
+	OPENMED_SCALE_N=$(N) OPENMED_SCALE_PODS=$(PODS) OPENMED_SCALE_BAKE=$(BAKE) OPENMED_SCALE_UNOWNED=$(UNOWNED) OPENMED_SCALE_SHARDS=$(SHARDS) \
+		go test -count=1 -timeout 300m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
 
 # MUTANTS="name ..." runs some of hack/mutants/mutants.tsv.
 MUTANTS ?=

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"unique"
 
@@ -40,21 +41,61 @@ import (
 //     once a model names one (the informer starts with the first read):
 //     the writes of a model are never made as one that does not exist.
 //
+// Deployments and ConfigMaps are selected by the labels the operator puts on
+// what it writes (v1alpha1.ClaimedLabel on a Deployment's metadata, the
+// managed-by label on a ConfigMap) and by the shard's requirements (the model's
+// shard labels go with them): a Deployment no model of the shard targets
+// is not cached at all. The reconciler reads a target the cache does not
+// hold (not claimed yet, or claimed before the label existed) from the API
+// server.
+//
 // Pods are not in the manager's cache: the reconciler keeps the pods of
 // baking versions in a store of its own, in a smaller shape (pods.go).
 //
 // The reconciler works on unpruned objects too; the pruning only saves
 // memory.
 func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
+	keys := ShardLabels(models)
 	return map[client.Object]cache.ByObject{
 		&v1alpha1.OpenMedModel{}: {Label: models, Transform: PruneModel},
 		&corev1.ConfigMap{}: {
-			Label:     labels.SelectorFromSet(labels.Set{v1alpha1.ManagedByLabel: v1alpha1.ManagedByValue}),
+			Label:     shardSelector(models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue),
 			Transform: PruneConfigMap,
 		},
-		&appsv1.Deployment{}:     {Transform: PruneDeployment},
+		&appsv1.Deployment{}:     {Label: shardSelector(models, v1alpha1.ClaimedLabel, "true"), Transform: deploymentPruner(keys)},
 		serviceAccountMetadata(): {Transform: PruneServiceAccount},
 	}
+}
+
+// ShardLabels returns the label keys models (a shard's
+// --watch-label-selector) selects on: the operator carries a model's values
+// of them onto the Deployment and the manifest ConfigMaps it writes
+// (rollout.Options.ShardLabels), so the shard's caches select those by the
+// same requirements. Nil for no selector or one without requirements.
+func ShardLabels(models labels.Selector) []string {
+	if models == nil {
+		return nil
+	}
+	reqs, _ := models.Requirements()
+	var keys []string
+	for _, r := range reqs {
+		if !slices.Contains(keys, r.Key()) {
+			keys = append(keys, r.Key())
+		}
+	}
+	return keys
+}
+
+// shardSelector selects the objects the operator wrote (key=value) for the
+// models selects: the model's shard labels are carried onto them, so
+// models' requirements hold for them as for their model.
+func shardSelector(models labels.Selector, key, value string) labels.Selector {
+	sel := labels.SelectorFromSet(labels.Set{key: value})
+	if models == nil {
+		return sel
+	}
+	reqs, _ := models.Requirements()
+	return sel.Add(reqs...)
 }
 
 // serviceAccountMetadata is the cache's key for ServiceAccounts, read by
@@ -82,8 +123,16 @@ func PruneServiceAccount(obj any) (any, error) {
 
 // PruneDeployment is the cache transform for Deployments (see
 // CacheByObject). It keeps the object's identity, resourceVersion,
-// generation, managedFields and the fields the decision core reads.
-func PruneDeployment(obj any) (any, error) {
+// generation, managedFields, the operator's labels and the fields the
+// decision core reads.
+func PruneDeployment(obj any) (any, error) { return pruneDeployment(obj, nil) }
+
+// deploymentPruner is PruneDeployment keeping the shard labels keys too.
+func deploymentPruner(keys []string) func(any) (any, error) {
+	return func(obj any) (any, error) { return pruneDeployment(obj, keys) }
+}
+
+func pruneDeployment(obj any, shard []string) (any, error) {
 	d, ok := obj.(*appsv1.Deployment)
 	if !ok {
 		return obj, nil
@@ -93,7 +142,16 @@ func PruneDeployment(obj any) (any, error) {
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
 	out.Annotations = operatorKeys(d.Annotations)
-	out.ManagedFields = pruneManagedFields(d.ManagedFields)
+	out.Labels = operatorKeys(d.Labels)
+	for _, k := range shard {
+		if v, ok := d.Labels[k]; ok {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[k] = intern(v)
+		}
+	}
+	out.ManagedFields = pruneManagedFields(d.ManagedFields, shard)
 	out.Spec.Replicas = d.Spec.Replicas
 	out.Spec.Paused = d.Spec.Paused
 	out.Spec.ProgressDeadlineSeconds = d.Spec.ProgressDeadlineSeconds
@@ -202,7 +260,7 @@ func PruneConfigMap(obj any) (any, error) {
 // still shows every manager that has one (the operator's own entry is what
 // tells a finished release from an interrupted one). The time of an apply
 // entry is kept, of the others dropped.
-func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFieldsEntry {
+func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
 		if e.Subresource == "status" || e.FieldsV1 == nil {
@@ -222,7 +280,7 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFie
 		}
 		kept := fieldpath.NewSet()
 		set.Iterate(func(p fieldpath.Path) {
-			if attributes(p) {
+			if attributes(p, shard) {
 				kept.Insert(p)
 			}
 		})
@@ -246,8 +304,9 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry) []metav1.ManagedFie
 // reads.
 var emptyFields = []byte("{}")
 
-// attributes reports whether a managedFields path is one a decision reads.
-func attributes(p fieldpath.Path) bool {
+// attributes reports whether a managedFields path is one a decision reads;
+// shard are the shard label keys.
+func attributes(p fieldpath.Path, shard []string) bool {
 	name := func(i int) string {
 		if i < len(p) && p[i].FieldName != nil {
 			return *p[i].FieldName
@@ -256,7 +315,8 @@ func attributes(p fieldpath.Path) bool {
 	}
 	switch {
 	case name(0) == "metadata":
-		return len(p) < 3 || (name(1) == "annotations" && strings.HasPrefix(name(2), "openmed.ai/"))
+		return len(p) < 3 || ((name(1) == "annotations" || name(1) == "labels") && strings.HasPrefix(name(2), "openmed.ai/")) ||
+			(name(1) == "labels" && slices.Contains(shard, name(2)))
 	case name(0) != "spec":
 		return false
 	case len(p) == 1:

@@ -62,7 +62,13 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			Detail: rollout.MsgServiceAccountMissing}}
 	}
 	for _, cm := range plan.EnsureConfigMaps {
-		if err := target.CreateConfigMap(wctx, r.Writer, r.APIReader, cm, p.obj.UID); err != nil {
+		var drop []string
+		for _, k := range r.shardLabels {
+			if _, ok := cm.Labels[k]; !ok {
+				drop = append(drop, k)
+			}
+		}
+		if err := target.CreateConfigMap(wctx, r.Writer, r.APIReader, cm, p.obj.UID, drop...); err != nil {
 			if errors.Is(err, target.ErrNameTaken) {
 				return outcome{failure: &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.NameTaken}}
 			}

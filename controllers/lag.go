@@ -97,6 +97,17 @@ func (l *cacheLag) waiting(key types.NamespacedName) bool {
 	return l.seen[key] != nil
 }
 
+// expecting reports whether a write of the operator to key is recent
+// enough (lagExpiry) that an object the cache does not hold is still on its
+// way (a Deployment the operator just claimed), or on its way out (one it
+// just released).
+func (l *cacheLag) expecting(key types.NamespacedName) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rec := l.seen[key]
+	return rec != nil && time.Since(rec.since) < lagExpiry
+}
+
 // forget drops the record of key.
 func (l *cacheLag) forget(key types.NamespacedName) {
 	l.mu.Lock()

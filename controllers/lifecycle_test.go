@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"testing"
@@ -26,7 +27,9 @@ func unowned(d *appsv1.Deployment) any {
 			env = append(env, e.Name+"="+e.Value)
 		}
 	}
-	return []any{d.Labels, d.Spec.Selector, d.Spec.Template.Labels, c.Image, env, c.EnvFrom, c.ReadinessProbe, c.Resources, len(d.Spec.Template.Spec.Containers)}
+	labels := maps.Clone(d.Labels)
+	delete(labels, v1alpha1.ClaimedLabel) // the operator's own
+	return []any{labels, d.Spec.Selector, d.Spec.Template.Labels, c.Image, env, c.EnvFrom, c.ReadinessProbe, c.Resources, len(d.Spec.Template.Spec.Containers)}
 }
 
 // TestLifecycle runs the reference scenarios through the real reconciler:

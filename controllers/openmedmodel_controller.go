@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -116,10 +117,14 @@ type OpenMedModelReconciler struct {
 	Clock func() time.Time
 
 	retries   *backoff
+	unclaimed *backoff
 	modelLag  *cacheLag
 	targetLag *cacheLag
 	pods      *podStore
 	pending   *podStore
+	// shardLabels are the label keys of the shard's selector
+	// (Options.Models): carried from a model onto what it writes.
+	shardLabels []string
 
 	mu          sync.Mutex
 	rolloutFrom map[types.NamespacedName]time.Time
@@ -136,7 +141,20 @@ type Options struct {
 	// Namespace is the one namespace the manager's cache watches, "" for
 	// all: the store of the pods of baking versions watches the same.
 	Namespace string
+	// Models is the shard's selector of OpenMedModels (the operator's
+	// --watch-label-selector), the one passed to CacheByObject; nil for
+	// all. The model's values of its keys are carried onto the Deployment
+	// and ConfigMaps it writes, so the shard's caches hold only its own.
+	Models labels.Selector
 }
+
+// A target the cache does not hold and that a pass did not claim is read
+// again after unclaimedRecheck, doubling up to unclaimedRecheckMax: no watch
+// event announces a Deployment no model claimed.
+const (
+	unclaimedRecheck    = time.Second
+	unclaimedRecheckMax = time.Minute
+)
 
 // SetupWithManager registers the reconciler, its indexes and its watches:
 // OpenMedModels (spec changes and the requestedAt, resetAt and rollback-to
@@ -162,6 +180,8 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		r.Writer = w
 	}
 	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
+	r.unclaimed = newBackoff(unclaimedRecheck, unclaimedRecheckMax)
+	r.shardLabels = ShardLabels(opts.Models)
 	r.modelLag, r.targetLag = newCacheLag(), newCacheLag()
 
 	indexer := mgr.GetFieldIndexer()
@@ -191,6 +211,14 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	// The pods waiting for a node, in another (see pending.go).
 	if r.pending, err = newPendingPodStore(watcher, opts.Namespace); err != nil {
 		return fmt.Errorf("pending pod store: %w", err)
+	}
+
+	if len(r.shardLabels) > 0 {
+		cache := mgr.GetCache()
+		inShard := func(key types.NamespacedName) bool {
+			return cache.Get(ctx, key, &v1alpha1.OpenMedModel{}, client.UnsafeDisableDeepCopy) == nil
+		}
+		r.pods.models, r.pending.models = inShard, inShard
 	}
 
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
@@ -308,8 +336,12 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		p.modelRVs = append(p.modelRVs, base.ResourceVersion)
 	}
 
-	var waiting bool
-	if p.observed, waiting = r.observe(ctx, p.obj); waiting {
+	observed, read, err := r.observe(ctx, p.obj)
+	p.observed = observed
+	switch {
+	case err != nil:
+		return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
+	case read == targetWaiting:
 		r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
 		return ctrl.Result{RequeueAfter: lagRecheck}, nil
 	}
@@ -334,12 +366,24 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.report(ctx, p, out.failure, version), nil
 	}
 	p.releaseLeft = out.releaseLeft
-	return r.finish(ctx, p)
+	result, err = r.finish(ctx, p)
+	if err == nil && read == targetDirect && p.plan.ApplyDeployment == nil && p.obj.DeletionTimestamp.IsZero() {
+		// A target outside the cache that this pass did not claim (missing,
+		// without the container, ...): nothing wakes the model when it
+		// changes, so the pass is repeated, from 1 s doubling to a minute.
+		if after := r.unclaimed.next(p.key, version); result.RequeueAfter == 0 || after < result.RequeueAfter {
+			result.RequeueAfter = after
+		}
+	} else if read == targetCached {
+		r.unclaimed.forget(p.key)
+	}
+	return result, err
 }
 
 // decide runs the core on what the pass observed.
 func (r *OpenMedModelReconciler) decide(p *pass) rollout.Plan {
-	return rollout.Decide(p.obj, p.observed, rollout.Options{FieldManager: r.FieldManager, RequeueInterval: r.RequeueInterval, DefaultServiceAccount: r.DefaultServiceAccount})
+	return rollout.Decide(p.obj, p.observed, rollout.Options{FieldManager: r.FieldManager, RequeueInterval: r.RequeueInterval,
+		DefaultServiceAccount: r.DefaultServiceAccount, ShardLabels: r.shardLabels})
 }
 
 // report decides again with the failed step as an input and writes the
@@ -479,17 +523,27 @@ func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj 
 // many other resources there are). It reports true when the cache has not
 // caught up with the operator's last write to a target: the pass then waits
 // for that watch event.
-func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, bool) {
+func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, targetRead, error) {
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
 	desired, previous := rollout.TargetNames(obj)
-	var waiting bool
-	observed.Deployment, waiting = r.cachedDeployment(ctx, obj.Namespace, desired)
+	var read targetRead
+	var err error
+	observed.Deployment, read, err = r.targetDeployment(ctx, obj.Namespace, desired)
+	if err != nil {
+		return observed, read, err
+	}
 	for _, name := range previous {
-		if waiting {
+		if read == targetWaiting {
 			break
 		}
-		var prev *appsv1.Deployment
-		if prev, waiting = r.cachedDeployment(ctx, obj.Namespace, name); prev != nil {
+		prev, prevRead, err := r.targetDeployment(ctx, obj.Namespace, name)
+		if err != nil {
+			return observed, read, err
+		}
+		if prevRead == targetWaiting {
+			read = targetWaiting
+		}
+		if prev != nil {
 			observed.PreviousTargets = append(observed.PreviousTargets, prev)
 		}
 	}
@@ -507,8 +561,22 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 		}
 	}
-	return observed, waiting
+	return observed, read, nil
 }
+
+// targetRead says where a pass found its target Deployment.
+type targetRead int
+
+const (
+	// targetCached: in the cache (claimed by the operator, or absent).
+	targetCached targetRead = iota
+	// targetRead: read from the API server; the cache does not hold it
+	// (no model claimed it yet, or it was claimed before ClaimedLabel).
+	targetDirect
+	// targetWaiting: the cache has not caught up with the operator's own
+	// write to it; the pass waits for the watch event.
+	targetWaiting
+)
 
 // notReadyNodes reads, around the cache, the nodes of the pods that are
 // unready, and returns those whose Ready condition is not True (a node
@@ -557,19 +625,37 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-func (r *OpenMedModelReconciler) cachedDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, bool) {
+// targetDeployment reads a Deployment the model targets, or targeted. The
+// cache holds the Deployments the operator claimed (ClaimedLabel, and the
+// shard's labels); one it does not hold is read from the API server, once
+// per pass: a target no model claimed yet (the first rollout's one extra
+// request), a Deployment claimed before the label existed (labelled by the
+// pass's apply, without a roll), or one whose label somebody removed. One
+// the operator just wrote and the cache does not show yet is waited for.
+func (r *OpenMedModelReconciler) targetDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, targetRead, error) {
 	dep := &appsv1.Deployment{}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
-	if err := r.Get(ctx, key, dep); err != nil {
-		// Not in the cache: the Deployment does not exist (or is outside
-		// the watched namespaces, which reads the same).
-		r.targetLag.forget(key)
-		return nil, false
+	err := r.Get(ctx, key, dep)
+	switch {
+	case err == nil:
+		if r.targetLag.behind(key, dep.UID, dep.ResourceVersion, dep.Generation) {
+			return nil, targetWaiting, nil
+		}
+		return dep, targetCached, nil
+	case !apierrors.IsNotFound(err):
+		return nil, targetCached, fmt.Errorf("read Deployment %s from the cache: %w", key, err)
+	case r.targetLag.expecting(key):
+		// Written by the operator: the watch event that brings the claim
+		// (or takes a finished release out) has not arrived yet.
+		return nil, targetWaiting, nil
 	}
-	if r.targetLag.behind(key, dep.UID, dep.ResourceVersion, dep.Generation) {
-		return nil, true
+	if err := r.APIReader.Get(ctx, key, dep); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, targetDirect, nil
+		}
+		return nil, targetDirect, fmt.Errorf("read Deployment %s: %w", key, err)
 	}
-	return dep, false
+	return dep, targetDirect, nil
 }
 
 // patchStatus writes the planned status in one merge patch guarded by the
@@ -733,6 +819,7 @@ func (r *OpenMedModelReconciler) rolloutDuration(key types.NamespacedName, now t
 func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.ModelMetrics.deleteModel(key.Namespace, key.Name)
 	r.retries.forget(key)
+	r.unclaimed.forget(key)
 	r.modelLag.forget(key)
 	r.mu.Lock()
 	delete(r.rolloutFrom, key)

@@ -242,6 +242,11 @@ type podStore struct {
 	// wakesSome: only some of the kept pods wake their model (keptPod
 	// wakes), so the store remembers which did.
 	wakesSome bool
+	// models, when set, says whether a model is this shard's: the pods of
+	// other shards' models wake nothing. A pod seen before its model is
+	// in the cache wakes nothing either; the model's own arrival starts
+	// its first pass, which reads the store.
+	models func(types.NamespacedName) bool
 }
 
 // newPodStore builds the store on a watching client: the pods selector
@@ -331,7 +336,14 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 			return
 		}
 		if ns, name, ok := strings.Cut(p.ownerKey(), "/"); ok && ns == p.GetNamespace() {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+			model := types.NamespacedName{Namespace: ns, Name: name}
+			if s.models != nil && !s.models(model) {
+				// Another shard's model: its pods are selected by what
+				// they carry (the bake label, no node), which says
+				// nothing of the shard.
+				return
+			}
+			q.Add(reconcile.Request{NamespacedName: model})
 		}
 	}
 	if _, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{

@@ -123,6 +123,10 @@ func foreignFields(t *testing.T, d *appsv1.Deployment, container string) string 
 	d = d.DeepCopy()
 	d.ManagedFields, d.ResourceVersion, d.Generation, d.Status = nil, "", 0, appsv1.DeploymentStatus{}
 	delete(d.Annotations, v1alpha1.ModelResourceAnnotation)
+	delete(d.Labels, v1alpha1.ClaimedLabel)
+	if len(d.Labels) == 0 {
+		d.Labels = nil
+	}
 	delete(d.Spec.Template.Annotations, v1alpha1.ModelResourceAnnotation)
 	delete(d.Spec.Template.Annotations, v1alpha1.ManifestHashAnnotation)
 	d.Spec.Replicas, d.Spec.Strategy, d.Spec.ProgressDeadlineSeconds = nil, appsv1.DeploymentStrategy{}, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -57,6 +58,9 @@ type writeCounter struct {
 	users  map[string][]string
 	faults []*fault
 	total  atomic.Int64
+	// reads counts the GETs that are not watches, by path (a list's path
+	// is the collection's).
+	reads map[string]int
 	// watchDelay, when not zero, holds each read of a Deployment watch
 	// stream that long, so the cache receives events that far apart.
 	watchDelay atomic.Int64
@@ -142,6 +146,14 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 		default:
+			if req.Method == http.MethodGet && req.URL.Query().Get("watch") != "true" {
+				w.mu.Lock()
+				if w.reads == nil {
+					w.reads = map[string]int{}
+				}
+				w.reads[req.URL.Path]++
+				w.mu.Unlock()
+			}
 			resp, err := rt.RoundTrip(req)
 			if err == nil && req.URL.Query().Get("watch") == "true" && strings.HasSuffix(req.URL.Path, "/deployments") {
 				resp.Body = slowBody{ReadCloser: resp.Body, w: w}
@@ -245,6 +257,13 @@ func (w *writeCounter) writesAs(part string) []string {
 	return out
 }
 
+// readsOf returns how many GETs (not watches) were sent to path.
+func (w *writeCounter) readsOf(path string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.reads[path]
+}
+
 func (w *writeCounter) snapshot() (int64, map[string]int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -264,8 +283,10 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 type operator struct {
 	writes   *writeCounter
 	registry *prometheus.Registry
-	cancel   context.CancelFunc
-	done     chan error
+	// cache is the manager's cache: what the operator holds in memory.
+	cache  cache.Cache
+	cancel context.CancelFunc
+	done   chan error
 }
 
 // startOperator runs the reconciler in a fresh manager until stop. Each call
@@ -287,10 +308,17 @@ func startOperatorIn(t *testing.T, namespace string) *operator {
 // DefaultServiceAccount (the operator's --default-service-account).
 func startOperatorWith(t *testing.T, namespace, defaultServiceAccount string) *operator {
 	t.Helper()
+	return startOperatorShard(t, namespace, defaultServiceAccount, nil)
+}
+
+// startOperatorShard is startOperatorWith for the shard whose models
+// selects (the operator's --watch-label-selector; nil for all).
+func startOperatorShard(t *testing.T, namespace, defaultServiceAccount string, models labels.Selector) *operator {
+	t.Helper()
 	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}, codes: map[string][]int{}, users: map[string][]string{}}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WrapTransport = writes.wrap
-	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(nil)}
+	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(models)}
 	if namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{namespace: {}}
 	}
@@ -324,11 +352,11 @@ func startOperatorWith(t *testing.T, namespace, defaultServiceAccount string) *o
 
 		DefaultServiceAccount: defaultServiceAccount,
 	}
-	if err := r.SetupWithManager(ctx, mgr, controllers.Options{MaxConcurrentReconciles: 2, Namespace: namespace}); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, controllers.Options{MaxConcurrentReconciles: 2, Namespace: namespace, Models: models}); err != nil {
 		cancel()
 		t.Fatal(err)
 	}
-	op := &operator{writes: writes, registry: registry, cancel: cancel, done: make(chan error, 1)}
+	op := &operator{writes: writes, registry: registry, cache: mgr.GetCache(), cancel: cancel, done: make(chan error, 1)}
 	go func() { op.done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		cancel()

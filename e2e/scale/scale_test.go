@@ -12,6 +12,15 @@
 //	OPENMED_SCALE_N=100,1000 go test ./e2e/scale -run TestScale -v -timeout 60m
 //
 // (`make bench-scale`). `make test` runs it with N=30.
+//
+// OPENMED_SCALE_PODS=off runs without pods (and without the bake guard,
+// which needs them). OPENMED_SCALE_UNOWNED=k runs each N again with k×N
+// Deployments no model targets beside the N, and compares. OPENMED_SCALE_SHARDS=s
+// runs each N again on s operator processes (Flux's sharding: one process
+// per value of sharding.fluxcd.io/key, the first for the models without it)
+// and compares each one's memory with the single process's. Every run ends
+// with a failover: the processes are stopped and new ones started, timed
+// until every model was reconciled, which must write nothing.
 package scale_test
 
 import (
@@ -61,13 +70,15 @@ const (
 )
 
 // The calls of each phase per model, by kind, asserted exactly. A first
-// rollout creates the manifest ConfigMap, adds the finalizer, records its
-// target in status.claimedTargets before it writes to it, applies the
-// pointer, writes RollingOut and Ready, and records RolloutStarted and
-// RolloutSucceeded; an upgrade is the same without the finalizer and the
-// record. A bake adds the Baking status write and its event.
+// rollout reads its target from the API server (the operator caches only
+// the Deployments it claimed), creates the manifest ConfigMap, adds the
+// finalizer, records its target in status.claimedTargets before it writes
+// to it, applies the pointer (which claims the Deployment), writes
+// RollingOut and Ready, and records RolloutStarted and RolloutSucceeded; an
+// upgrade is the same without the read, the finalizer and the record. A
+// bake adds the Baking status write and its event.
 var (
-	firstRolloutCalls = map[string]int{"create configmaps": 1, "patch openmedmodels": 1, "patch openmedmodels/status": 3,
+	firstRolloutCalls = map[string]int{"get deployments": 1, "create configmaps": 1, "patch openmedmodels": 1, "patch openmedmodels/status": 3,
 		"patch deployments": 1, "create events": 2}
 	upgradeCalls = map[string]int{"create configmaps": 1, "patch openmedmodels/status": 2, "patch deployments": 1,
 		"create events": 2}
@@ -86,6 +97,9 @@ var steadyWindow = func() time.Duration {
 // variants are the runs for each N: OPENMED_SCALE_BAKE=both (the default:
 // without the bake guard, then with it), off or on.
 func variants(t *testing.T) []bool {
+	if !withPods(t) {
+		return []bool{false}
+	}
 	switch v := os.Getenv("OPENMED_SCALE_BAKE"); v {
 	case "", "both":
 		return []bool{false, true}
@@ -97,6 +111,57 @@ func variants(t *testing.T) []bool {
 		t.Fatalf("OPENMED_SCALE_BAKE=%q: want both, off or on", v)
 		return nil
 	}
+}
+
+// withPods is OPENMED_SCALE_PODS: on (the default) or off.
+func withPods(t *testing.T) bool {
+	switch v := os.Getenv("OPENMED_SCALE_PODS"); v {
+	case "", "on":
+		return true
+	case "off":
+		return false
+	default:
+		t.Fatalf("OPENMED_SCALE_PODS=%q: want on or off", v)
+		return false
+	}
+}
+
+// envInt is a non-negative integer environment variable, def when unset.
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a non-negative number", name, v)
+	}
+	return n
+}
+
+// config is one run's shape.
+type config struct {
+	n    int
+	bake bool
+	pods bool
+	// unowned is how many Deployments no model targets sit beside the n.
+	unowned int
+	// shards is how many operator processes split the models.
+	shards int
+}
+
+func (c config) String() string {
+	s := fmt.Sprintf("N=%d bake=%t", c.n, c.bake)
+	if !c.pods {
+		s += " pods=off"
+	}
+	if c.unowned > 0 {
+		s += fmt.Sprintf(" unowned=%d", c.unowned)
+	}
+	if c.shards > 1 {
+		s += fmt.Sprintf(" shards=%d", c.shards)
+	}
+	return s
 }
 
 func sizes(t *testing.T) []int {
@@ -115,92 +180,136 @@ func sizes(t *testing.T) []int {
 	return out
 }
 
-// TestScale runs the benchmark for each N and prints one table per N, then
-// the ratios between the smallest and the largest.
+// TestScale runs the benchmark for each N and prints one table per run,
+// then the comparisons: N against N, the bake guard, unowned Deployments,
+// shards.
 func TestScale(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
 	bin, err := localrun.BuildOperator(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	pods, unowned, shards := withPods(t), envInt(t, "OPENMED_SCALE_UNOWNED", 0), envInt(t, "OPENMED_SCALE_SHARDS", 1)
 	var results []result
 	for _, n := range sizes(t) {
 		var plain result
 		for _, bake := range variants(t) {
-			r := run(t, bin, n, bake)
+			cfg := config{n: n, bake: bake, pods: pods, shards: 1}
+			r := run(t, bin, cfg)
 			fmt.Print(r.table())
-			for _, p := range []struct {
-				name   string
-				calls  phaseCalls
-				want   map[string]int
-				noPods int
-			}{{"first rollout", r.rollout, firstRolloutCalls, r.noPods[v1]}, {"upgrade", r.upgrade, upgradeCalls, r.noPods[v2]}} {
-				want := map[string]int{}
-				for k, c := range p.want {
-					want[k] = c * n
-				}
-				if bake {
-					for k, c := range bakeCalls {
-						want[k] += c * n
-					}
-					// A model whose Deployment the operator saw rolled out
-					// before its pod store saw the Ready pods writes
-					// Baking without pods first: one status write more,
-					// counted from what the model watch saw.
-					want["patch openmedmodels/status"] += p.noPods
-				}
-				if !maps.Equal(p.calls.byKind, want) {
-					t.Errorf("N=%d bake=%t %s: calls %v, want exactly %v%s", n, bake, p.name, p.calls.byKind, want, p.calls.busiest())
-				}
+			check(t, r)
+			if unowned > 0 {
+				u := cfg
+				u.unowned = unowned * n
+				ru := run(t, bin, u)
+				fmt.Print(ru.table())
+				check(t, ru)
+				fmt.Printf("\n%s: with %d unowned Deployments beside the %d owned: peak RSS %+.1f%%, CPU per model rollout %+.1f%%, upgrade %+.1f%%\n",
+					cfg, u.unowned, n, pct(ru.peakRSS, r.peakRSS), pctF(ru.cpuRollout, r.cpuRollout), pctF(ru.cpuUpgrade, r.cpuUpgrade))
 			}
-			for i, w := range r.steady {
-				if w.total() != 0 {
-					t.Errorf("N=%d bake=%t steady window %d: %d calls: %v", n, bake, i+1, w.total(), w.byKind)
+			if shards > 1 {
+				sh := cfg
+				sh.shards = shards
+				rs := run(t, bin, sh)
+				fmt.Print(rs.table())
+				check(t, rs)
+				var per []string
+				for i, rss := range rs.shardRSS {
+					per = append(per, fmt.Sprintf("shard %d %.1f MiB (%.0f%%)", i, float64(rss)/(1<<20), 100*float64(rss)/float64(r.peakRSS)))
 				}
-				// No list; a watch only to replace one the API server ended
-				// (it closes an informer's watch after 5 to 10 minutes): at
-				// most as many as the informers opened before. Leader
-				// election (OPENMED_LOCKDOWN) renews its Lease.
-				for kind, c := range r.steadyInformer[i].byKind {
-					if strings.HasSuffix(kind, " leases") {
-						continue
-					}
-					if !strings.HasPrefix(kind, "watch ") || c > r.watchesBefore[i][kind] {
-						t.Errorf("N=%d bake=%t steady window %d: %d × %s (watches opened before it: %v)", n, bake, i+1, c, kind, r.watchesBefore[i])
-					}
-				}
-			}
-			// The bake run baked: every model was seen Baking (and its
-			// calls above hold the Baking write and event); the run without
-			// the guard none. The pods are watched in both (the pod store
-			// also tells an unschedulable rollout).
-			if want := map[bool]int{true: n}[bake]; r.baked != want {
-				t.Errorf("N=%d bake=%t: %d models seen Baking, want %d", n, bake, r.baked, want)
+				fmt.Printf("\n%s: peak RSS of one process %.1f MiB; of %d shards: %s\n", cfg, float64(r.peakRSS)/(1<<20), shards, strings.Join(per, ", "))
 			}
 			if !bake {
 				plain = r
 				results = append(results, r)
 				continue
 			}
-			if plain.n == 0 {
+			if plain.cfg.n == 0 {
 				continue
 			}
 			fmt.Printf("\nN=%d, two pods per Deployment: peak RSS %.1f MiB with the bake guard (its pod store), %.1f MiB without: %+.1f%%\n",
-				n, float64(r.peakRSS)/(1<<20), float64(plain.peakRSS)/(1<<20), 100*(float64(r.peakRSS)/float64(plain.peakRSS)-1))
+				n, float64(r.peakRSS)/(1<<20), float64(plain.peakRSS)/(1<<20), pct(r.peakRSS, plain.peakRSS))
 		}
 	}
 	if len(results) > 1 {
 		a, b := results[0], results[len(results)-1]
 		fmt.Printf("\nN=%d vs N=%d: CPU per model, rollout %.2fx, upgrade %.2fx; RSS growth %.1f KiB per model\n",
-			b.n, a.n, b.cpuRollout/a.cpuRollout, b.cpuUpgrade/a.cpuUpgrade,
-			float64(b.peakRSS-a.peakRSS)/1024/float64(b.n-a.n))
+			b.cfg.n, a.cfg.n, b.cpuRollout/a.cpuRollout, b.cpuUpgrade/a.cpuUpgrade,
+			float64(b.peakRSS-a.peakRSS)/1024/float64(b.cfg.n-a.cfg.n))
+	}
+}
+
+func pct(a, b int64) float64 { return 100 * (float64(a)/float64(b) - 1) }
+
+func pctF(a, b float64) float64 { return 100 * (a/b - 1) }
+
+// check asserts what a run must show: each phase's calls exactly, the
+// steady windows and the failover without a call for any model, no list
+// and no new watch in the steady windows, the bake run baked, and with
+// shards no call of one shard for another's model.
+func check(t *testing.T, r result) {
+	t.Helper()
+	n, bake := r.cfg.n, r.cfg.bake
+	for _, p := range []struct {
+		name   string
+		calls  phaseCalls
+		want   map[string]int
+		noPods int
+	}{{"first rollout", r.rollout, firstRolloutCalls, r.noPods[v1]}, {"upgrade", r.upgrade, upgradeCalls, r.noPods[v2]}} {
+		want := map[string]int{}
+		for k, c := range p.want {
+			want[k] = c * n
+		}
+		if bake {
+			for k, c := range bakeCalls {
+				want[k] += c * n
+			}
+			// A model whose Deployment the operator saw rolled out
+			// before its pod store saw the Ready pods writes
+			// Baking without pods first: one status write more,
+			// counted from what the model watch saw.
+			want["patch openmedmodels/status"] += p.noPods
+		}
+		if !maps.Equal(p.calls.byKind, want) {
+			t.Errorf("%s %s: calls %v, want exactly %v%s", r.cfg, p.name, p.calls.byKind, want, p.calls.busiest())
+		}
+	}
+	for i, w := range r.steady {
+		if w.total() != 0 {
+			t.Errorf("%s steady window %d: %d calls: %v", r.cfg, i+1, w.total(), w.byKind)
+		}
+		// No list; a watch only to replace one the API server ended
+		// (it closes an informer's watch after 5 to 10 minutes): at
+		// most as many as the informers opened before. Leader
+		// election (OPENMED_LOCKDOWN) renews its Lease.
+		for kind, c := range r.steadyInformer[i].byKind {
+			if strings.HasSuffix(kind, " leases") {
+				continue
+			}
+			if !strings.HasPrefix(kind, "watch ") || c > r.watchesBefore[i][kind] {
+				t.Errorf("%s steady window %d: %d × %s (watches opened before it: %v)", r.cfg, i+1, c, kind, r.watchesBefore[i])
+			}
+		}
+	}
+	if r.failover.total() != 0 {
+		t.Errorf("%s failover: %d calls for models: %v", r.cfg, r.failover.total(), r.failover.byKind)
+	}
+	// The bake run baked: every model was seen Baking (and its calls above
+	// hold the Baking write and event); the run without the guard none.
+	if want := map[bool]int{true: n}[bake]; r.baked != want {
+		t.Errorf("%s: %d models seen Baking, want %d", r.cfg, r.baked, want)
+	}
+	for _, e := range r.crossShard {
+		t.Errorf("%s: %s", r.cfg, e)
+	}
+	for _, e := range r.owners {
+		t.Errorf("%s: %s", r.cfg, e)
 	}
 }
 
 // result is what one run measured.
 type result struct {
-	n                      int
-	bake                   bool
+	cfg                    config
 	rollout, upgrade       phaseCalls
 	steady, steadyInformer []phaseCalls
 	// watchesBefore are, for each steady window, the watches the process
@@ -220,9 +329,25 @@ type result struct {
 	// rollouts in the operator's queue.
 	reaction, waveReaction []time.Duration
 	cpuRollout, cpuUpgrade float64 // seconds per model
-	syncedRSS, peakRSS     int64   // bytes: after the caches synced N Deployments, and at the end
-	metricsBytes           int
-	samplesPerModel        float64
+	syncedRSS, peakRSS     int64   // bytes: after the caches synced, and at the end (the largest process's)
+	// shardRSS is each process's peak RSS; shardCalls each one's calls
+	// over the run.
+	shardRSS   []int64
+	shardCalls []int
+	// crossShard lists calls of one shard for another's model; owners
+	// Deployments whose labels or owner do not say their one model.
+	crossShard, owners []string
+	// failover are the calls for models from the new processes' start
+	// until every model was reconciled and 5 s more; failoverTime that
+	// time, failoverRSS their peak RSS (the largest).
+	failover     phaseCalls
+	failoverTime time.Duration
+	failoverRSS  int64
+	// apiServerCPU is the API server's (and etcd's) CPU time over the
+	// first rollout, as a share of the wall time.
+	apiServerCPU    float64
+	metricsBytes    int
+	samplesPerModel float64
 	// writesAs are the identities the writes to Deployments and ConfigMaps
 	// were made as ("" for the operator's own), with their counts.
 	writesAs map[string]int
@@ -230,13 +355,25 @@ type result struct {
 
 func (r result) table() string {
 	var b strings.Builder
+	n := r.cfg.n
 	guard := "without the bake guard"
-	if r.bake {
+	if r.cfg.bake {
 		guard = fmt.Sprintf("with the bake guard, bakeSeconds %d", scaleBake)
 	}
-	fmt.Fprintf(&b, "\n=== scale N=%d, two pods per Deployment, %s (operator process, real kube-apiserver; calls counted by the API server's audit log)\n", r.n, guard)
-	fmt.Fprintf(&b, "%-34s %s\n", "first rollout, calls per model", r.rollout.describe(r.n))
-	fmt.Fprintf(&b, "%-34s %s\n", "upgrade, calls per model", r.upgrade.describe(r.n))
+	shape := "two pods per Deployment"
+	if !r.cfg.pods {
+		shape = "no pods"
+	}
+	if r.cfg.unowned > 0 {
+		shape += fmt.Sprintf(", %d Deployments no model targets", r.cfg.unowned)
+	}
+	procs := "operator process"
+	if r.cfg.shards > 1 {
+		procs = fmt.Sprintf("%d operator processes (shards)", r.cfg.shards)
+	}
+	fmt.Fprintf(&b, "\n=== scale N=%d, %s, %s (%s, real kube-apiserver; calls counted by the API server's audit log)\n", n, shape, guard, procs)
+	fmt.Fprintf(&b, "%-34s %s\n", "first rollout, calls per model", r.rollout.describe(n))
+	fmt.Fprintf(&b, "%-34s %s\n", "upgrade, calls per model", r.upgrade.describe(n))
 	var as []string
 	for user, n := range r.writesAs {
 		if user == "" {
@@ -249,21 +386,30 @@ func (r result) table() string {
 	for i, w := range r.steady {
 		fmt.Fprintf(&b, "%-34s %d calls, %d list/watch\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total(), r.steadyInformer[i].total())
 	}
-	fmt.Fprintf(&b, "%-34s %d of %d models seen Baking (before their pods: %v); pods read by %v over the whole process\n", "the bake", r.baked, r.n, r.noPods, r.podReads)
-	informer := r.informer.describe(1) + " (per operator, not per model)"
+	fmt.Fprintf(&b, "%-34s %d of %d models seen Baking (before their pods: %v); pods read by %v over the whole process\n", "the bake", r.baked, n, r.noPods, r.podReads)
+	informer := r.informer.describe(1) + " (per run, not per model)"
 	if r.informer.total() == 0 {
 		informer = "0 (no re-list, no new watch after the caches synced; leader election off)"
 	}
 	fmt.Fprintf(&b, "%-34s %s\n", "list/watch and leases, whole run", informer)
-	fmt.Fprintf(&b, "%-34s %s\n", "create -> all Ready", r.createReady.Round(time.Millisecond))
+	fmt.Fprintf(&b, "%-34s %s (API server and etcd CPU: %.2f cores of 2)\n", "create -> all Ready", r.createReady.Round(time.Millisecond), r.apiServerCPU)
 	fmt.Fprintf(&b, "%-34s %s\n", "upgrade -> all Ready", r.upgradeRdy.Round(time.Millisecond))
 	med, p95 := percentile(r.reaction, 50), percentile(r.reaction, 95)
 	fmt.Fprintf(&b, "%-34s median %s, p95 %s (%d models, one at a time)\n", "reaction, Deployment ready -> Ready", med.Round(100*time.Microsecond), p95.Round(100*time.Microsecond), len(r.reaction))
 	med, p95 = percentile(r.waveReaction, 50), percentile(r.waveReaction, 95)
 	fmt.Fprintf(&b, "%-34s median %s, p95 %s (queued behind the wave)\n", "  the same during the upgrade wave", med.Round(time.Millisecond), p95.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-34s rollout %.2f ms, upgrade %.2f ms\n", "operator CPU per model", r.cpuRollout*1000, r.cpuUpgrade*1000)
-	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches held the N Deployments, before any model)\n", "operator peak RSS",
+	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model)\n", "operator peak RSS",
 		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20))
+	if r.cfg.shards > 1 {
+		var per []string
+		for i := range r.shardRSS {
+			per = append(per, fmt.Sprintf("shard %d: %.1f MiB, %d calls", i, float64(r.shardRSS[i])/(1<<20), r.shardCalls[i]))
+		}
+		fmt.Fprintf(&b, "%-34s %s; calls for another shard's model: %d\n", "  per shard", strings.Join(per, "; "), len(r.crossShard))
+	}
+	fmt.Fprintf(&b, "%-34s %s to every model reconciled, %d calls for models, peak RSS %.1f MiB\n", "failover (new processes)",
+		r.failoverTime.Round(time.Millisecond), r.failover.total(), float64(r.failoverRSS)/(1<<20))
 	fmt.Fprintf(&b, "%-34s %d bytes, %.2f samples per model\n", "/metrics", r.metricsBytes, r.samplesPerModel)
 	return b.String()
 }
@@ -367,9 +513,10 @@ func split(reqs []harness.Request, from, to time.Time) (models, informer phaseCa
 	return phaseCalls{byKind: m, reqs: in}, phaseCalls{byKind: i}
 }
 
-// run is one benchmark at size n.
-func run(t *testing.T, bin string, n int, bake bool) result {
+// run is one benchmark of shape cfg.
+func run(t *testing.T, bin string, cfg config) result {
 	ctx := context.Background()
+	n := cfg.n
 	dir := t.TempDir()
 	cl := harness.StartFor(t, dir, "Metadata")
 	defer cl.Stop(t)
@@ -381,48 +528,52 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	// ServiceAccount.
 	sa := cl.Tenant(t, namespace)
 
-	sc := harness.NewStandIn(t, c, namespace, workers, 0).WithPods()
+	sc := harness.NewStandIn(t, c, namespace, workers, 0)
+	if cfg.pods {
+		sc = sc.WithPods()
+	}
 	defer sc.Stop()
 	parallel(t, n, func(i int) error {
-		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(i))
+		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(name(i)))
 	})
-	testenv.Eventually(t, 10*time.Minute, "the stand-in reported every Deployment", func() (bool, string) {
-		return sc.Reported() >= n, fmt.Sprintf("%d of %d", sc.Reported(), n)
+	parallel(t, cfg.unowned, func(i int) error {
+		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(fmt.Sprintf("unowned-%05d", i)))
+	})
+	testenv.Eventually(t, 20*time.Minute, "the stand-in reported every Deployment", func() (bool, string) {
+		return sc.Reported() >= n+cfg.unowned, fmt.Sprintf("%d of %d", sc.Reported(), n+cfg.unowned)
 	})
 
-	r := result{n: n, bake: bake}
-	op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "operator.log"),
-		Args: append([]string{"--log-level=error"}, cl.OperatorArgs...)})
-	if err != nil {
-		t.Fatal(err)
+	r := result{cfg: cfg}
+	ops := startOperators(t, bin, cl, dir, cfg.shards)
+	defer func() {
+		for _, op := range ops {
+			_ = op.Stop(10 * time.Second)
+		}
+	}()
+	baseSamples, _ := scrape(t, ops[0].MetricsURL())
+	for _, op := range ops {
+		r.syncedRSS = max(r.syncedRSS, harness.PeakRSS(t, op.PID()))
 	}
-	defer func() { _ = op.Stop(10 * time.Second) }()
-	readyCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := op.WaitReady(readyCtx); err != nil {
-		t.Fatal(err)
-	}
-	baseSamples, _ := scrape(t, op.MetricsURL())
-	r.syncedRSS = harness.PeakRSS(t, op.PID())
 	mw := newModelWatch(t, c)
 	defer mw.stop()
 	started := time.Now()
 	// First rollout.
-	cpu0 := harness.CPUSeconds(t, op.PID())
+	cpu0, api0 := cpuOf(t, ops), harness.ControlPlaneCPU(t)
 	t0 := time.Now()
 	parallel(t, n, func(i int) error {
-		m := model(i)
+		m := model(i, cfg.shards)
 		m.Spec.ServiceAccountName = sa
-		if bake {
+		if cfg.bake {
 			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](scaleBake)
 		}
 		return c.Create(ctx, m)
 	})
 	mw.waitReady(t, n, v1)
 	r.createReady = time.Since(t0)
+	r.apiServerCPU = (harness.ControlPlaneCPU(t) - api0) / r.createReady.Seconds()
 	settle()
 	t1 := time.Now()
-	r.cpuRollout = (harness.CPUSeconds(t, op.PID()) - cpu0) / float64(n)
+	r.cpuRollout = (cpuOf(t, ops) - cpu0) / float64(n)
 	r.rollout, _ = calls(t, cl, t0, t1)
 
 	// Steady state.
@@ -443,7 +594,7 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	}
 
 	// Upgrade.
-	cpu1 := harness.CPUSeconds(t, op.PID())
+	cpu1 := cpuOf(t, ops)
 	t2 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := &v1alpha1.OpenMedModel{}
@@ -458,15 +609,18 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	r.upgradeRdy = time.Since(t2)
 	settle()
 	t3 := time.Now()
-	r.cpuUpgrade = (harness.CPUSeconds(t, op.PID()) - cpu1) / float64(n)
+	r.cpuUpgrade = (cpuOf(t, ops) - cpu1) / float64(n)
 	r.upgrade, _ = calls(t, cl, t2, t3)
 	_, r.informer = calls(t, cl, started, t3)
 	r.podReads = map[string]int{}
-	for _, q := range cl.Requests(t, time.Time{}, t3) {
+	whole := cl.Requests(t, time.Time{}, t3)
+	for _, q := range whole {
 		if q.Resource == "pods" && (q.Verb == "list" || q.Verb == "watch") {
 			r.podReads[q.Kind()]++
 		}
 	}
+	r.shardCalls, r.crossShard = shardCalls(cl, whole, cfg.shards)
+	r.owners = owners(t, c, cfg)
 	r.baked, r.noPods = mw.bakedCount()
 	// With $OPENMED_LOCKDOWN every write to a Deployment or a ConfigMap is
 	// the tenant's ServiceAccount's; without, the operator's own.
@@ -487,13 +641,186 @@ func run(t *testing.T, bin string, n int, bake bool) result {
 	r.reaction = probeReaction(t, sc, mw, n)
 
 	if dir := os.Getenv("OPENMED_SCALE_PROFILE"); dir != "" {
-		saveHeapProfile(t, strings.TrimSuffix(op.MetricsURL(), "/metrics"), filepath.Join(dir, fmt.Sprintf("heap-%d-bake-%t.pprof", n, bake)))
+		saveHeapProfile(t, strings.TrimSuffix(ops[0].MetricsURL(), "/metrics"), filepath.Join(dir, fmt.Sprintf("heap-%s.pprof", strings.ReplaceAll(cfg.String(), " ", "-"))))
 	}
-	samples, size := scrape(t, op.MetricsURL())
+	samples, size := scrape(t, ops[0].MetricsURL())
 	r.metricsBytes = size
-	r.samplesPerModel = float64(samples-baseSamples) / float64(n)
-	r.peakRSS = harness.PeakRSS(t, op.PID())
+	r.samplesPerModel = float64(samples-baseSamples) / float64(n) * float64(cfg.shards)
+	for _, op := range ops {
+		rss := harness.PeakRSS(t, op.PID())
+		r.shardRSS = append(r.shardRSS, rss)
+		r.peakRSS = max(r.peakRSS, rss)
+	}
+
+	// Failover: new processes take over from a clean start (as a new leader
+	// does) and reconcile every model; none may write.
+	for _, op := range ops {
+		if err := op.Stop(10 * time.Second); err != nil {
+			t.Errorf("stop the operator: %v", err)
+		}
+	}
+	t4 := time.Now()
+	ops = startOperators(t, bin, cl, dir, cfg.shards)
+	testenv.Eventually(t, 20*time.Minute, "the new processes reconciled every model", func() (bool, string) {
+		var done float64
+		for _, op := range ops {
+			done += reconciled(t, op.MetricsURL())
+		}
+		return done >= float64(n), fmt.Sprintf("%.0f of %d", done, n)
+	})
+	r.failoverTime = time.Since(t4)
+	settle()
+	r.failover, _ = calls(t, cl, t4, time.Now())
+	for _, op := range ops {
+		r.failoverRSS = max(r.failoverRSS, harness.PeakRSS(t, op.PID()))
+	}
 	return r
+}
+
+// shardKey is the label Flux's sharding convention selects by.
+const shardKey = "sharding.fluxcd.io/key"
+
+// shardOf is the shard of model i: 0 (no label, the main shard) or 1..s-1.
+func shardOf(i, shards int) int { return i % shards }
+
+// startOperators starts the operator processes of s shards and waits until
+// each is ready: one process with no selector, or one per shard, the first
+// for the models without the shard label (Flux's convention), each as its
+// own user so the audit log tells them apart.
+func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, shards int) []*localrun.Operator {
+	t.Helper()
+	var ops []*localrun.Operator
+	for i := 0; i < shards; i++ {
+		kubeconfig, args := cl.Kubeconfig, append([]string{"--log-level=error"}, cl.OperatorArgs...)
+		if shards > 1 {
+			sel := "!" + shardKey
+			if i > 0 {
+				kubeconfig, sel = cl.ShardKubeconfig(t, i), fmt.Sprintf("%s=shard%d", shardKey, i)
+			}
+			args = append(args, "--watch-label-selector="+sel)
+		}
+		op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig,
+			LogPath: filepath.Join(dir, fmt.Sprintf("operator-%d.log", i)), Args: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, op)
+	}
+	for _, op := range ops {
+		readyCtx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		err := op.WaitReady(readyCtx)
+		cancel()
+		if err != nil {
+			for _, o := range ops {
+				_ = o.Stop(10 * time.Second)
+			}
+			t.Fatal(err)
+		}
+	}
+	return ops
+}
+
+func cpuOf(t *testing.T, ops []*localrun.Operator) float64 {
+	var sum float64
+	for _, op := range ops {
+		sum += harness.CPUSeconds(t, op.PID())
+	}
+	return sum
+}
+
+// shardCalls counts each process's calls for models over the run, and
+// lists those made for a model of another shard (by the object's name:
+// the model, its Deployment, ConfigMaps and Events all start with it).
+func shardCalls(cl *harness.Cluster, reqs []harness.Request, shards int) ([]int, []string) {
+	counts := make([]int, shards)
+	var cross []string
+	for _, q := range reqs {
+		shard := 0
+		for i := 1; i < shards; i++ {
+			if q.User == harness.ShardUser(cl.User, i) {
+				shard = i
+			}
+		}
+		if q.Verb == "list" || q.Verb == "watch" || q.Resource == "leases" {
+			continue
+		}
+		counts[shard]++
+		var idx int
+		if _, err := fmt.Sscanf(q.Name, "model-%05d", &idx); err != nil {
+			continue
+		}
+		if want := shardOf(idx, shards); want != shard && len(cross) < 10 {
+			cross = append(cross, fmt.Sprintf("shard %d: %s %s (a model of shard %d)", shard, q.Kind(), q.Name, want))
+		}
+	}
+	return counts, cross
+}
+
+// owners checks every Deployment: a model's is claimed by that model
+// alone (its owner annotation, one apply entry of the operator's field
+// manager, the model's shard label); an unowned one carries nothing of the
+// operator's.
+func owners(t *testing.T, c client.Client, cfg config) []string {
+	t.Helper()
+	var list appsv1.DeploymentList
+	if err := c.List(context.Background(), &list, client.InNamespace(namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	add := func(format string, args ...any) {
+		if len(out) < 10 {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	for i := range list.Items {
+		d := &list.Items[i]
+		entries := 0
+		for _, e := range d.ManagedFields {
+			if e.Manager == rollout.DefaultFieldManager && e.Operation == metav1.ManagedFieldsOperationApply {
+				entries++
+			}
+		}
+		var idx int
+		if _, err := fmt.Sscanf(d.Name, "model-%05d", &idx); err != nil {
+			if entries != 0 || d.Labels[v1alpha1.ClaimedLabel] != "" || d.Annotations[v1alpha1.ModelResourceAnnotation] != "" {
+				add("unowned Deployment %s carries the operator's fields", d.Name)
+			}
+			continue
+		}
+		wantShard := ""
+		if s := shardOf(idx, cfg.shards); s > 0 {
+			wantShard = fmt.Sprintf("shard%d", s)
+		}
+		if owner := d.Annotations[v1alpha1.ModelResourceAnnotation]; owner != namespace+"/"+d.Name || entries != 1 ||
+			d.Labels[v1alpha1.ClaimedLabel] != "true" || d.Labels[shardKey] != wantShard {
+			add("Deployment %s: owner %q, %d apply entries of the operator, labels %v (shard %q)", d.Name, owner, entries, d.Labels, wantShard)
+		}
+	}
+	return out
+}
+
+// reconciled is the number of passes the operator has finished
+// (controller-runtime's controller_runtime_reconcile_total).
+func reconciled(t *testing.T, url string) float64 {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="openmedmodel"`) {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			sum += v
+		}
+	}
+	return sum
 }
 
 // settle lets the last events of a phase land: they follow the status
@@ -502,10 +829,10 @@ func settle() { time.Sleep(5 * time.Second) }
 
 func name(i int) string { return fmt.Sprintf("model-%05d", i) }
 
-func deployment(i int) *appsv1.Deployment {
-	labels := map[string]string{"app": name(i)}
+func deployment(name string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), Labels: map[string]string{"helm.sh/chart": "openmed-service-0.3.0"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"helm.sh/chart": "openmed-service-0.3.0"}},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](2),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -513,7 +840,7 @@ func deployment(i int) *appsv1.Deployment {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "openmed-service", Image: "ghcr.io/maziyarpanahi/openmed:2.2.0",
-					EnvFrom:        []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name(i) + "-config"}}}},
+					EnvFrom:        []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name + "-config"}}}},
 					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}}},
 				}}},
 			},
@@ -521,9 +848,15 @@ func deployment(i int) *appsv1.Deployment {
 	}
 }
 
-func model(i int) *v1alpha1.OpenMedModel {
+// model is model i; with shards, labelled for its shard (none for the
+// main shard).
+func model(i, shards int) *v1alpha1.OpenMedModel {
+	var labels map[string]string
+	if s := shardOf(i, shards); s > 0 {
+		labels = map[string]string{shardKey: fmt.Sprintf("shard%d", s)}
+	}
 	return &v1alpha1.OpenMedModel{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), Labels: labels},
 		Spec: v1alpha1.OpenMedModelSpec{
 			Family: "PII", Version: v1, Tier: v1alpha1.TierSmall, Replicas: ptr.To[int32](2),
 			RolloutStrategy: v1alpha1.RolloutStrategy{Type: v1alpha1.RollingUpdateRolloutStrategyType},

@@ -40,6 +40,13 @@ type Options struct {
 	// --default-service-account); empty: the operator's own rights. It only
 	// names the identity in the status of a denied write.
 	DefaultServiceAccount string
+	// ShardLabels are the label keys a shard's --watch-label-selector
+	// selects OpenMedModels by. The model's values of them are carried onto
+	// the metadata of the Deployment and the manifest ConfigMaps it writes
+	// (never onto the pod template), so the shard's caches can select those
+	// by the same selector; a key the model lacks is not sent, and the
+	// value the operator set for an earlier shard goes.
+	ShardLabels []string
 }
 
 func (o Options) withDefaults() Options {
@@ -331,6 +338,24 @@ func (d *decider) blocked(tp tuple, phase v1alpha1.Phase, ks kstatus, reason, me
 	}
 }
 
+// shardLabels returns the model's values of the shard label keys it has,
+// and the keys it lacks (Options.ShardLabels).
+func (d *decider) shardLabels() (map[string]string, []string) {
+	var values map[string]string
+	var unset []string
+	for _, k := range d.opts.ShardLabels {
+		if v, ok := d.obj.Labels[k]; ok {
+			if values == nil {
+				values = map[string]string{}
+			}
+			values[k] = v
+		} else {
+			unset = append(unset, k)
+		}
+	}
+	return values, unset
+}
+
 // foreign reports whether the Deployment names another owner.
 func foreign(dep *appsv1.Deployment, owner string) bool {
 	v := dep.Annotations[v1alpha1.ModelResourceAnnotation]
@@ -341,6 +366,8 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
 	spec = d.inPlaceStrategy(spec)
 	p := newPointer(spec, d.owner)
+	p.shard, p.unset = d.shardLabels()
+	p.manager = d.opts.FieldManager
 	return p.withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
 }
 
@@ -351,6 +378,10 @@ func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
 // own is learnt when the create fails (Failure NameTaken).
 func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool) {
 	want := ManifestConfigMap(d.obj, spec)
+	shard, _ := d.shardLabels()
+	for k, v := range shard {
+		want.Labels[k] = v
+	}
 	for i := range d.obs.ConfigMaps {
 		cm := &d.obs.ConfigMaps[i]
 		if cm.Name != want.Name {

@@ -57,7 +57,7 @@ func DetectDrift(live *appsv1.Deployment, spec v1alpha1.NormalizedSpec, owner, c
 func (p pointer) drift(live *appsv1.Deployment, fieldManager string) []Drift {
 	var drift []Drift
 	for _, f := range ownedFields(p) {
-		if f.holds(p, live) {
+		if f.bookkeeping || f.holds(p, live) {
 			continue
 		}
 		d := Drift{Field: f.name, Removed: !f.present(p, live)}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -21,6 +22,12 @@ type pointer struct {
 	// bakeLabel is whether the pod template carries the bake label (see
 	// withLive).
 	bakeLabel bool
+	// shard holds the model's values of the shard label keys it has, unset
+	// the keys it lacks (Options.ShardLabels); manager is the operator's
+	// field manager, which tells a label the operator set from another's.
+	shard   map[string]string
+	unset   []string
+	manager string
 }
 
 // newPointer is the intent for spec, owned by owner (the OwnerKey), pointing
@@ -62,6 +69,12 @@ type ownedField struct {
 	// template is true for fields of the pod template: changing one rolls
 	// the pods.
 	template bool
+	// bookkeeping is true for the labels that select the Deployment into
+	// the operator's cache (ClaimedLabel and the shard labels): a missing
+	// one is put (back) on by the next apply, without a roll, and is no
+	// drift to report — a Deployment claimed before the label existed
+	// lacks it, and nobody's change to the model's serving is undone.
+	bookkeeping bool
 	// keep is true for fields a release leaves at their live value
 	// (replicas, strategy, deadline) instead of removing them.
 	keep bool
@@ -95,7 +108,7 @@ func envPath(c string) fieldpath.Path {
 // container, so the table is built per pointer.
 func ownedFields(p pointer) []ownedField {
 	container := p.spec.TargetRef.ContainerName
-	return []ownedField{{
+	fields := []ownedField{{
 		name:  "metadata.annotations[" + v1alpha1.ModelResourceAnnotation + "]",
 		path:  annotationPath("metadata", "annotations", v1alpha1.ModelResourceAnnotation),
 		value: func(p pointer) (any, bool) { return p.owner, true },
@@ -207,7 +220,62 @@ func ownedFields(p pointer) []ownedField {
 		present: func(p pointer, d *appsv1.Deployment) bool {
 			return PreloadEnv(d, p.spec.TargetRef.ContainerName) != nil
 		},
-	}}
+	}, labelField(v1alpha1.ClaimedLabel, "true")}
+	for _, k := range shardKeys(p.shard) {
+		fields = append(fields, labelField(k, p.shard[k]))
+	}
+	for _, k := range p.unset {
+		fields = append(fields, unsetLabelField(k))
+	}
+	return fields
+}
+
+// labelField is a bookkeeping label of the Deployment's metadata that the
+// operator sets to value.
+func labelField(key, value string) ownedField {
+	return ownedField{
+		name:        "metadata.labels[" + key + "]",
+		path:        labelPath(key),
+		bookkeeping: true,
+		value:       func(pointer) (any, bool) { return value, true },
+		holds:       func(_ pointer, d *appsv1.Deployment) bool { return d.Labels[key] == value },
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Labels[key]
+			return ok
+		},
+	}
+}
+
+// unsetLabelField is a shard label key the model does not have: the apply
+// does not send it, so one the operator set for an earlier shard goes; one
+// another manager set is left alone.
+func unsetLabelField(key string) ownedField {
+	path := labelPath(key)
+	return ownedField{
+		name:        "metadata.labels[" + key + "]",
+		path:        path,
+		bookkeeping: true,
+		value:       func(pointer) (any, bool) { return nil, false },
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Labels[key]
+			return !ok || !valueSetters(d.ManagedFields, path)[p.manager]
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Labels[key]
+			return ok
+		},
+	}
+}
+
+func labelPath(key string) fieldpath.Path { return annotationPath("metadata", "labels", key) }
+
+func shardKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func strategyValue(s v1alpha1.NormalizedRolloutStrategy) map[string]any {

@@ -76,9 +76,15 @@ var fluxChecker = func() *check.Checker {
 // passes Flux's status rules.
 func decide(t testing.TB, obj *v1alpha1.OpenMedModel, obs Observed) Plan {
 	t.Helper()
+	return decideWith(t, obj, obs, Options{})
+}
+
+// decideWith is decide with the core's options.
+func decideWith(t testing.TB, obj *v1alpha1.OpenMedModel, obs Observed, opts Options) Plan {
+	t.Helper()
 	before, obsBefore := obj.DeepCopy(), deepCopyObserved(obs)
-	plan := Decide(obj, obs, Options{})
-	again := Decide(obj.DeepCopy(), deepCopyObserved(obs), Options{})
+	plan := Decide(obj, obs, opts)
+	again := Decide(obj.DeepCopy(), deepCopyObserved(obs), opts)
 	if !reflect.DeepEqual(plan, again) {
 		t.Fatalf("Decide is not deterministic:\n%+v\n%+v", plan, again)
 	}
@@ -165,6 +171,8 @@ type cluster struct {
 	// override changes the resource as read, for the states the API server
 	// would not store (an invalid spec).
 	override func(*v1alpha1.OpenMedModel)
+	// opts are the core's options (default: none set).
+	opts Options
 }
 
 // newCluster creates the fixture: the target Deployment, written by Helm
@@ -319,7 +327,7 @@ func (c *cluster) observed() Observed {
 func (c *cluster) decide() Plan {
 	c.t.Helper()
 	c.refresh()
-	return decide(c.t, c.obj, c.observed())
+	return decideWith(c.t, c.obj, c.observed(), c.opts)
 }
 
 // pass computes the plan and carries it out like the reconciler, status
@@ -356,7 +364,7 @@ func (c *cluster) passWith(writeStatus bool) (Plan, error) {
 		}
 	}
 	obs := c.observed()
-	plan := decide(c.t, c.obj, obs)
+	plan := decideWith(c.t, c.obj, obs, c.opts)
 	if len(plan.ClaimTargets) > 0 {
 		// The reconciler's write-ahead record: durable before any write of
 		// the plan, whatever happens to the pass's own status write.

@@ -36,7 +36,8 @@ func ownedByOperator(dep *appsv1.Deployment, fieldManager string) *fieldpath.Set
 // owner annotation stays in Keep: it is the record of the claim until the
 // release's last request removes it together with the managedFields entry,
 // so a release interrupted after its first request is still this
-// resource's to finish.
+// resource's to finish; so do the labels the operator set
+// (v1alpha1.ClaimedLabel, the shard labels).
 func (d *decider) release(dep *appsv1.Deployment) *Release {
 	owned := ownedByOperator(dep, d.opts.FieldManager)
 	keep := map[string]any{
@@ -44,6 +45,22 @@ func (d *decider) release(dep *appsv1.Deployment) *Release {
 		"kind":       "Deployment",
 		"metadata": map[string]any{"name": dep.Name, "namespace": dep.Namespace,
 			"annotations": map[string]any{v1alpha1.ModelResourceAnnotation: d.owner}},
+	}
+	// The bookkeeping labels that select the Deployment into the
+	// operator's caches stay until the last request, like the owner
+	// annotation: a release interrupted after its first request is still
+	// in the cache of the shard that finishes it.
+	var labels map[string]any
+	for _, k := range append([]string{v1alpha1.ClaimedLabel}, d.opts.ShardLabels...) {
+		if v, ok := dep.Labels[k]; ok && touches(owned, labelPath(k)) {
+			if labels == nil {
+				labels = map[string]any{}
+			}
+			labels[k] = v
+		}
+	}
+	if labels != nil {
+		keep["metadata"].(map[string]any)["labels"] = labels
 	}
 	declared, inPlace := d.declaredStrategy(dep.Name)
 	for _, f := range ownedFields(pointer{}) {

@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -62,8 +63,10 @@ func written(obj metav1.Object) Written {
 // nothing else), conditional on precondition (the version keep was read
 // from) when it is not empty, then, in one request conditional on the
 // version the apply answered with, remove every managedFields entry of
-// fieldManager and the annotation ownerAnnotation (which keep carries, so
-// the Deployment names its owner until nothing of the operator is left).
+// fieldManager, the annotation ownerAnnotation and the labels keep carries
+// (keep carries them, so the Deployment names its owner, and stays in the
+// caches that select it by those labels, until nothing of the operator is
+// left).
 // It returns the answers of the requests that were answered, in order. A
 // Deployment that is gone needs no release.
 //
@@ -83,7 +86,14 @@ func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructur
 	answers := []Written{written(applied)}
 	kept := WithoutManager(applied.GetManagedFields(), fieldManager)
 	_, annotated := applied.GetAnnotations()[ownerAnnotation]
-	if len(kept) == len(applied.GetManagedFields()) && !annotated {
+	var labels []string
+	for k := range keep.GetLabels() {
+		if _, ok := applied.GetLabels()[k]; ok {
+			labels = append(labels, k)
+		}
+	}
+	sort.Strings(labels)
+	if len(kept) == len(applied.GetManagedFields()) && !annotated && len(labels) == 0 {
 		return answers, nil
 	}
 	if len(kept) == 0 {
@@ -95,7 +105,7 @@ func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructur
 	if annotated {
 		drop = append(drop, ownerAnnotation)
 	}
-	live, err := replaceManagedFields(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), kept, fieldManager, drop...)
+	live, err := replaceManagedFields(ctx, c, applied.GetNamespace(), applied.GetName(), applied.GetResourceVersion(), kept, fieldManager, drop, labels)
 	if err != nil {
 		return answers, client.IgnoreNotFound(fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", fieldManager, applied.GetNamespace(), applied.GetName(), err))
 	}
@@ -135,7 +145,7 @@ func DropField(ctx context.Context, c client.Client, reader client.Reader, names
 	if !changed {
 		return read, Written{}, nil
 	}
-	live, err := replaceManagedFields(ctx, c, namespace, name, dep.ResourceVersion, entries, fieldManager)
+	live, err := replaceManagedFields(ctx, c, namespace, name, dep.ResourceVersion, entries, fieldManager, nil, nil)
 	if err != nil {
 		return read, Written{}, fmt.Errorf("drop %s from field manager %q on Deployment %s/%s: %w", path, fieldManager, namespace, name, err)
 	}
@@ -176,7 +186,7 @@ func WithoutField(entries []metav1.ManagedFieldsEntry, fieldManager string, path
 // Invalid instead, indistinguishable from a rejected request). The request
 // is sent as fieldManager; with managedFields given explicitly and no field
 // set, the API server records no entry for it.
-func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry, fieldManager string, dropAnnotations ...string) (*unstructured.Unstructured, error) {
+func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry, fieldManager string, dropAnnotations, dropLabels []string) (*unstructured.Unstructured, error) {
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
@@ -186,8 +196,12 @@ func replaceManagedFields(ctx context.Context, c client.Client, namespace, name,
 		{Op: "replace", Path: "/metadata/resourceVersion", Value: resourceVersion},
 		{Op: "replace", Path: "/metadata/managedFields", Value: entries},
 	}
+	escape := strings.NewReplacer("~", "~0", "/", "~1").Replace
 	for _, a := range dropAnnotations {
-		ops = append(ops, op{Op: "remove", Path: "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(a)})
+		ops = append(ops, op{Op: "remove", Path: "/metadata/annotations/" + escape(a)})
+	}
+	for _, l := range dropLabels {
+		ops = append(ops, op{Op: "remove", Path: "/metadata/labels/" + escape(l)})
 	}
 	data, err := json.Marshal(ops)
 	if err != nil {
@@ -209,7 +223,13 @@ func replaceManagedFields(ctx context.Context, c client.Client, namespace, name,
 // an earlier pass the cache has not caught up with) or somebody else's: the
 // AlreadyExists answer is settled with one read, and ErrNameTaken reports a
 // ConfigMap the owner UID does not control.
-func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader, cm *corev1.ConfigMap, owner types.UID) error {
+//
+// A ConfigMap of the owner whose labels differ from cm's (a model that moved
+// to another shard finds the ConfigMaps of its versions labelled for the old
+// one, outside the new shard's cache) is labelled as cm is, in one merge
+// patch (labels are not data: an immutable ConfigMap takes them): cm's
+// labels are set and the keys in drop removed.
+func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader, cm *corev1.ConfigMap, owner types.UID, drop ...string) error {
 	err := c.Create(ctx, cm.DeepCopy())
 	if err == nil {
 		return nil
@@ -223,6 +243,27 @@ func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader,
 	}
 	if ref := metav1.GetControllerOfNoCopy(existing); ref == nil || ref.UID != owner {
 		return fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNameTaken)
+	}
+	relabel := map[string]any{}
+	for k, v := range cm.Labels {
+		if have, ok := existing.Labels[k]; !ok || have != v {
+			relabel[k] = v
+		}
+	}
+	for _, k := range drop {
+		if _, ok := existing.Labels[k]; ok {
+			relabel[k] = nil
+		}
+	}
+	if len(relabel) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": relabel, "resourceVersion": existing.ResourceVersion}})
+	if err != nil {
+		return err
+	}
+	if err := c.Patch(ctx, existing, client.RawPatch(types.MergePatchType, data)); err != nil {
+		return fmt.Errorf("label ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	return nil
 }

@@ -259,6 +259,7 @@ func Run(ctx context.Context, opts Options) error {
 		MaxConcurrentReconciles: opts.Concurrent,
 		RateLimiter:             runtimectrl.GetRateLimiter(opts.RateLimiter),
 		Namespace:               scope.Namespace,
+		Models:                  scope.Selector,
 	}); err != nil {
 		return fmt.Errorf("set up the %s controller: %w", controllers.ControllerName, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +62,37 @@ type Cluster struct {
 	Kubeconfig string
 	// KubeconfigData is the same, in memory.
 	KubeconfigData []byte
+
+	// users are the users whose requests the audit log records: User and
+	// the shard users (ShardKubeconfig).
+	users []string
+}
+
+// maxShards is how many operator processes besides the first a cluster can
+// tell apart in its audit log (ShardKubeconfig).
+const maxShards = 8
+
+// ShardUser is the user the i-th further operator process (a shard)
+// authenticates as.
+func ShardUser(user string, i int) string { return fmt.Sprintf("%s-shard-%d", user, i) }
+
+// ShardKubeconfig writes a kubeconfig for the i-th further operator process
+// (1 ≤ i ≤ 8), authenticated as ShardUser with the same rights as User, so
+// the audit log tells its requests from the others'. Not in the lockdown.
+func (c *Cluster) ShardKubeconfig(t *testing.T, i int) string {
+	t.Helper()
+	if i < 1 || i > maxShards || c.Lockdown() {
+		t.Fatalf("shard %d: want 1..%d, and not in the lockdown", i, maxShards)
+	}
+	data, err := c.Env.AddUser(ShardUser(c.User, i), "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimSuffix(c.Kubeconfig, ".kubeconfig") + fmt.Sprintf("-shard-%d.kubeconfig", i)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // Start starts the cluster in dir; level is the audit level of the
@@ -169,8 +201,13 @@ func start(t *testing.T, dir, level, user string, groups ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{User: user, AuditLog: filepath.Join(dir, "audit.log"), Kubeconfig: filepath.Join(dir, "operator.kubeconfig")}
 	policy := filepath.Join(dir, "audit-policy.yaml")
+	users := []string{user}
+	for i := 1; i <= maxShards; i++ {
+		users = append(users, ShardUser(user, i))
+	}
+	c.users = users
 	body := "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n" +
-		"- level: " + level + "\n  users: [\"" + user + "\"]\n- level: None\n"
+		"- level: " + level + "\n  users: [\"" + strings.Join(users, `", "`) + "\"]\n- level: None\n"
 	if err := os.WriteFile(policy, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +242,8 @@ func (c *Cluster) Stop(t *testing.T) {
 
 // Request is one request of the operator in the audit log.
 type Request struct {
+	// User is the operator process's user (User, or a ShardUser).
+	User                                         string
 	Verb, Resource, Subresource, Namespace, Name string
 	Code                                         int
 	At                                           time.Time
@@ -274,7 +313,7 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatalf("audit line: %v", err)
 		}
-		if e.User.Username != c.User || e.ObjectRef == nil {
+		if !slices.Contains(c.users, e.User.Username) || e.ObjectRef == nil {
 			continue
 		}
 		// A watch counts at ResponseStarted, which the API server logs for
@@ -291,7 +330,7 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 		if at.Before(from) || !at.Before(to) {
 			continue
 		}
-		r := Request{Verb: e.Verb, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource,
+		r := Request{User: e.User.Username, Verb: e.Verb, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource,
 			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, At: at, Response: e.ResponseObject}
 		if e.ResponseStatus != nil {
 			r.Code = e.ResponseStatus.Code
@@ -615,6 +654,54 @@ func CPUSeconds(t *testing.T, pid int) float64 {
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
 	return (utime + stime) / 100 // USER_HZ
+}
+
+// ControlPlaneCPU is the CPU time, in seconds, of the kube-apiserver and
+// etcd processes this process started (its descendants of those names).
+func ControlPlaneCPU(t *testing.T) float64 {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := os.Getpid()
+	var sum float64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		switch strings.TrimSpace(string(comm)) {
+		case "kube-apiserver", "etcd":
+		default:
+			continue
+		}
+		if descendsFrom(pid, self) {
+			sum += CPUSeconds(t, pid)
+		}
+	}
+	return sum
+}
+
+// descendsFrom reports whether pid is a descendant of ancestor.
+func descendsFrom(pid, ancestor int) bool {
+	for i := 0; i < 32 && pid > 1; i++ {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+		ppid, _ := strconv.Atoi(fields[1])
+		if ppid == ancestor {
+			return true
+		}
+		pid = ppid
+	}
+	return false
 }
 
 // PeakRSS is the process's high-water resident set size in bytes.

@@ -24,6 +24,13 @@ const (
 	// operator watches the pods that carry it, and no others.
 	BakeLabel = "openmed.ai/bake"
 
+	// ClaimedLabel is on the metadata of every Deployment the operator
+	// writes (value "true"), never on its pod template: the operator's
+	// Deployment cache selects on it, so a Deployment no model targets costs
+	// it nothing. It goes with the operator's release, like the owner
+	// annotation.
+	ClaimedLabel = "openmed.ai/claimed"
+
 	// ModelFamilyLabel carries the model family on manifest ConfigMaps.
 	ModelFamilyLabel = "openmed.ai/model-family"
 

@@ -1,0 +1,102 @@
+package rollout
+
+import (
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// shardKey is the label Flux's sharding convention selects by.
+const shardKey = "sharding.fluxcd.io/key"
+
+// TestBookkeepingLabels: the labels that select a Deployment into the
+// operator's caches (ClaimedLabel and the shard labels) are on its
+// metadata only. A missing one is put back without a roll and without a
+// drift report; the shard's value follows the model; a shard label the
+// operator did not set is left alone; a release takes them all.
+func TestBookkeepingLabels(t *testing.T) {
+	t.Run("a Deployment claimed before the label is labelled without a roll", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		if c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
+			t.Fatalf("claimed Deployment labels %v", c.dep().Labels)
+		}
+		if _, ok := c.dep().Spec.Template.Labels[v1alpha1.ClaimedLabel]; ok {
+			t.Fatal("the claim label is on the pod template")
+		}
+		c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
+		gen := c.dep().Generation
+		p := c.pass()
+		if p.ApplyDeployment == nil || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
+			t.Fatalf("label not put back: apply %v, labels %v", p.ApplyDeployment != nil, c.dep().Labels)
+		}
+		if c.dep().Generation != gen {
+			t.Errorf("generation %d -> %d: the label changed the spec", gen, c.dep().Generation)
+		}
+		if p.Status.Phase != v1alpha1.PhaseReady || len(p.Events) != 0 || len(p.Status.Corrections) != 0 || len(p.Drift) != 0 {
+			t.Errorf("phase %s, events %v, corrections %v, drift %v: want Ready and nothing reported",
+				p.Status.Phase, eventReasons(p.Events), p.Status.Corrections, p.Drift)
+		}
+		if p := c.pass(); p.ApplyDeployment != nil {
+			t.Error("the next pass applies again")
+		}
+	})
+
+	t.Run("the shard label follows the model, without a roll", func(t *testing.T) {
+		c := newCluster(t)
+		c.opts.ShardLabels = []string{shardKey}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels = map[string]string{shardKey: "a"} })
+		c.readyAt(v1)
+		if got := c.dep().Labels[shardKey]; got != "a" {
+			t.Fatalf("shard label %q, want a", got)
+		}
+		for name, cm := range c.configMaps() {
+			if cm.Labels[shardKey] != "a" {
+				t.Errorf("ConfigMap %s labels %v", name, cm.Labels)
+			}
+		}
+		gen := c.dep().Generation
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels[shardKey] = "b" })
+		if p := c.pass(); c.dep().Labels[shardKey] != "b" || p.Status.Phase != v1alpha1.PhaseReady {
+			t.Fatalf("moved to b: label %q, phase %s", c.dep().Labels[shardKey], p.Status.Phase)
+		}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { delete(m.Labels, shardKey) })
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady {
+			t.Fatalf("moved to the main shard: phase %s", p.Status.Phase)
+		}
+		if v, ok := c.dep().Labels[shardKey]; ok {
+			t.Errorf("the operator's shard label %q stayed after the model lost its own", v)
+		}
+		if c.dep().Generation != gen {
+			t.Errorf("generation %d -> %d: the moves changed the spec", gen, c.dep().Generation)
+		}
+		// A shard label another manager set is theirs.
+		c.editDeployment("helm", func(d *appsv1.Deployment) { d.Labels[shardKey] = "x" })
+		if p := c.pass(); p.ApplyDeployment != nil {
+			t.Error("the operator applies to remove a shard label it did not set")
+		}
+	})
+
+	t.Run("a release takes the labels", func(t *testing.T) {
+		c := newCluster(t)
+		c.opts.ShardLabels = []string{shardKey}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels = map[string]string{shardKey: "a"} })
+		c.readyAt(v1)
+		c.deleteModel()
+		for i := 0; i < 5 && c.dep().Annotations[v1alpha1.ModelResourceAnnotation] != ""; i++ {
+			c.pass()
+		}
+		d := c.dep()
+		if _, ok := d.Annotations[v1alpha1.ModelResourceAnnotation]; ok {
+			t.Fatal("not released")
+		}
+		for _, k := range []string{v1alpha1.ClaimedLabel, shardKey} {
+			if v, ok := d.Labels[k]; ok {
+				t.Errorf("label %s=%s left after the release", k, v)
+			}
+		}
+	})
+}
