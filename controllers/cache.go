@@ -24,11 +24,12 @@ import (
 // reads from the cache, so what the cache holds is the operator's memory:
 //
 //   - Deployments are pruned to what a decision reads (the operator's
-//     annotations, replicas, strategy, deadline, paused, the preload env
-//     entry of each container, status), and their managedFields to the
-//     entries and fields that attribute those: image, probes, resources,
-//     labels and other annotations (a client-side apply's
-//     last-applied-configuration can be the size of the object) are dropped.
+//     annotations and labels, the shard labels, replicas, strategy,
+//     deadline, paused, the preload env entry of each container, status),
+//     and their managedFields to the entries and fields that attribute
+//     those: image, probes, resources, other labels and annotations (a
+//     client-side apply's last-applied-configuration can be the size of
+//     the object) are dropped.
 //   - ConfigMaps are only the ones the operator created (its managed-by
 //     label), with their name and owner only: a manifest ConfigMap is
 //     immutable and named by the hash of its content, so its owner and name

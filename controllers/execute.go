@@ -75,8 +75,13 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			return fail(rollout.StepManifest, err)
 		}
 	}
+	for _, l := range plan.LabelConfigMaps {
+		if err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, l.Labels); err != nil {
+			return fail(rollout.StepManifest, err)
+		}
+	}
 	if dep := p.observed.Deployment; dep != nil && (plan.ReleaseReplicas || plan.Takeover != nil || plan.ApplyDeployment != nil) {
-		w := r.targetLag.track(keyOf(dep), dep.UID, dep.ResourceVersion, dep.Generation)
+		w := r.targetLag.trackSelected(keyOf(dep), dep.UID, dep.ResourceVersion, dep.Generation, dep.Labels, r.cachesDeployment)
 		defer w.done()
 		// Claiming an unclaimed target is conditional on the version we
 		// saw: of two resources racing for it, the second write fails with
@@ -88,7 +93,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 		if plan.ReleaseReplicas {
 			read, answer, err := target.DropField(wctx, r.Writer, r.APIReader, dep.Namespace, dep.Name, r.FieldManager, fieldpath.MakePathOrDie("spec", "replicas"))
-			w.moved(read.ResourceVersion, read.Generation)
+			w.movedTo(read)
 			switch {
 			case apierrors.IsConflict(err):
 				w.conflicted()
@@ -97,7 +102,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 				return fail(rollout.StepApply, err)
 			}
 			if answer.ResourceVersion != "" {
-				w.moved(answer.ResourceVersion, answer.Generation)
+				w.movedTo(answer)
 				precondition = ""
 			}
 		}
@@ -114,7 +119,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 				return fail(rollout.StepApply, err)
 			}
 			precondition = ""
-			w.moved(answer.GetResourceVersion(), answer.GetGeneration())
+			w.movedTo(target.Written{ResourceVersion: answer.GetResourceVersion(), Generation: answer.GetGeneration(), Labels: answer.GetLabels()})
 		}
 	}
 	type release struct {
@@ -134,10 +139,10 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		if rel.release == nil || rel.dep == nil {
 			continue
 		}
-		w := r.targetLag.track(keyOf(rel.dep), rel.dep.UID, rel.release.ResourceVersion, rel.dep.Generation)
+		w := r.targetLag.trackSelected(keyOf(rel.dep), rel.dep.UID, rel.release.ResourceVersion, rel.dep.Generation, rel.dep.Labels, r.cachesDeployment)
 		answers, err := target.Release(wctx, r.Writer, rel.release.Keep, r.FieldManager, rel.release.ResourceVersion, v1alpha1.ModelResourceAnnotation)
 		for _, a := range answers {
-			w.moved(a.ResourceVersion, a.Generation)
+			w.movedTo(a)
 		}
 		if apierrors.IsConflict(err) {
 			w.conflicted()
@@ -163,7 +168,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 func firstWrite(p *pass) (rollout.Step, bool) {
 	plan := &p.plan
 	switch {
-	case len(plan.EnsureConfigMaps) > 0:
+	case len(plan.EnsureConfigMaps) > 0 || len(plan.LabelConfigMaps) > 0:
 		return rollout.StepManifest, true
 	case p.observed.Deployment != nil && (plan.ReleaseReplicas || plan.Takeover != nil || plan.ApplyDeployment != nil):
 		return rollout.StepApply, true

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/openmed/openmed-operator/pkg/target"
 )
 
 // cacheLag remembers, per object, what the operator's own last writes moved
@@ -27,7 +29,9 @@ import (
 // was lost may not have happened, and the cache showing the last known
 // state is caught up. A record also lapses after lagExpiry: a cache that
 // lags that long is a fault of its own, and deciding on what it shows is
-// better than waiting for good.
+// better than waiting for good. A record of a write that left the object
+// outside a label-selected cache (a release, a claim that met a conflict)
+// ends at the next pass that misses the object (expecting).
 type cacheLag struct {
 	mu   sync.Mutex
 	seen map[types.NamespacedName]*lagRecord
@@ -43,6 +47,12 @@ type lagRecord struct {
 	// the write.
 	generation int64
 	versions   map[string]bool
+	// inCache: the version the write left is one the cache selects (the
+	// operator's claim label is on it), so a cache without the object has
+	// not caught up yet. A released Deployment, or one whose claim did not
+	// happen (a conflict), leaves the label-selected cache or never enters
+	// it: no event will bring it.
+	inCache bool
 }
 
 func newCacheLag() *cacheLag {
@@ -52,6 +62,12 @@ func newCacheLag() *cacheLag {
 // wrote records that the object key (uid) moved on from the versions in
 // old, to generation at least.
 func (l *cacheLag) wrote(key types.NamespacedName, uid types.UID, generation int64, old ...string) {
+	l.wroteSelected(key, uid, generation, true, old...)
+}
+
+// wroteSelected is wrote saying whether the cache selects the version the
+// write left (see lagRecord.inCache).
+func (l *cacheLag) wroteSelected(key types.NamespacedName, uid types.UID, generation int64, inCache bool, old ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rec := l.seen[key]
@@ -65,6 +81,7 @@ func (l *cacheLag) wrote(key types.NamespacedName, uid types.UID, generation int
 		}
 	}
 	rec.generation = max(rec.generation, generation)
+	rec.inCache = inCache
 	if len(rec.versions) == 0 && rec.generation == 0 {
 		return
 	}
@@ -97,15 +114,21 @@ func (l *cacheLag) waiting(key types.NamespacedName) bool {
 	return l.seen[key] != nil
 }
 
-// expecting reports whether a write of the operator to key is recent
-// enough (lagExpiry) that an object the cache does not hold is still on its
-// way (a Deployment the operator just claimed), or on its way out (one it
-// just released).
+// expecting reports whether the operator's last write to key left a
+// version the cache selects, recently enough (lagExpiry) that an object the
+// cache does not hold is still on its way (a Deployment the operator just
+// claimed). A record of a version the cache does not select (a finished
+// release, a claim that met a conflict) is dropped: no event will end it,
+// and the caller reads the object instead.
 func (l *cacheLag) expecting(key types.NamespacedName) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	rec := l.seen[key]
-	return rec != nil && time.Since(rec.since) < lagExpiry
+	if rec != nil && (!rec.inCache || time.Since(rec.since) >= lagExpiry) {
+		delete(l.seen, key)
+		return false
+	}
+	return rec != nil
 }
 
 // forget drops the record of key.
@@ -121,6 +144,10 @@ type lagWrites struct {
 	lag  *cacheLag
 	key  types.NamespacedName
 	uid  types.UID
+	// selects says whether the cache holds an object with these labels
+	// (nil: every object); inCache whether it holds the last known version.
+	selects func(map[string]string) bool
+	inCache bool
 	last struct {
 		rv  string
 		gen int64
@@ -131,8 +158,16 @@ type lagWrites struct {
 // track starts following writes to the object that the pass read at
 // version rv and generation gen.
 func (l *cacheLag) track(key types.NamespacedName, uid types.UID, rv string, gen int64) *lagWrites {
-	w := &lagWrites{lag: l, key: key, uid: uid}
+	w := &lagWrites{lag: l, key: key, uid: uid, inCache: true}
 	w.last.rv, w.last.gen = rv, gen
+	return w
+}
+
+// trackSelected is track for an object the cache selects by label: labels
+// are the version the pass read.
+func (l *cacheLag) trackSelected(key types.NamespacedName, uid types.UID, rv string, gen int64, labels map[string]string, selects func(map[string]string) bool) *lagWrites {
+	w := l.track(key, uid, rv, gen)
+	w.selects, w.inCache = selects, selects(labels)
 	return w
 }
 
@@ -146,6 +181,17 @@ func (w *lagWrites) moved(rv string, gen int64) {
 	w.last.rv, w.last.gen = rv, max(w.last.gen, gen)
 }
 
+// movedTo is moved for an answer with its labels.
+func (w *lagWrites) movedTo(a target.Written) {
+	if a.ResourceVersion == "" || a.ResourceVersion == w.last.rv {
+		return
+	}
+	w.moved(a.ResourceVersion, a.Generation)
+	if w.selects != nil {
+		w.inCache = w.selects(a.Labels)
+	}
+}
+
 // conflicted records that a write conditional on the last known version
 // met a newer one: the cache shows at best that older version, and the pass
 // decides again once it shows the newer one.
@@ -156,6 +202,6 @@ func (w *lagWrites) conflicted() {
 // done records what the pass's writes moved the object on from.
 func (w *lagWrites) done() {
 	if len(w.older) > 0 {
-		w.lag.wrote(w.key, w.uid, w.last.gen, w.older...)
+		w.lag.wroteSelected(w.key, w.uid, w.last.gen, w.inCache, w.older...)
 	}
 }

@@ -69,7 +69,7 @@ const lagRecheck = 2 * time.Second
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/status,verbs=get;patch
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;impersonate
@@ -80,10 +80,13 @@ const lagRecheck = 2 * time.Second
 type OpenMedModelReconciler struct {
 	// Client reads through the manager's cache and writes to the API server.
 	client.Client
-	// APIReader reads around the cache, on one path only: a manifest
-	// ConfigMap create that answered AlreadyExists, to tell an object of
-	// ours the cache has not seen yet from a foreign one. Default: the
-	// manager's API reader.
+	// APIReader reads around the cache: a target Deployment the cache
+	// does not hold (not claimed yet), a manifest ConfigMap create that
+	// answered AlreadyExists (to tell an object of ours the cache has not
+	// seen yet from a foreign one), a sharded model's manifest ConfigMap
+	// labelled for another shard, the node of an unready pod, and the
+	// managedFields a replicas release rewrites. Default: the manager's API
+	// reader.
 	APIReader client.Reader
 	// Writer makes the writes of a pass to the target Deployment and the
 	// manifest ConfigMaps, as the identity the request's context names
@@ -125,6 +128,9 @@ type OpenMedModelReconciler struct {
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
+	// cachesDeployment says whether the Deployment cache selects a
+	// Deployment with these labels (CacheByObject).
+	cachesDeployment func(map[string]string) bool
 
 	mu          sync.Mutex
 	rolloutFrom map[types.NamespacedName]time.Time
@@ -160,8 +166,9 @@ const (
 // OpenMedModels (spec changes and the requestedAt, resetAt and rollback-to
 // annotations, plus the status update a pass waits for), owned manifest
 // ConfigMaps, and Deployments mapped to the resources that target them.
-// Nothing is polled: a timed requeue happens only while a rollout is in
-// flight.
+// A timed requeue happens while a rollout is in flight, and while a
+// model's target is outside the cache and not claimed (missing, or without
+// the container): no watch event announces a Deployment nobody claimed.
 func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if r.FieldManager == "" {
 		r.FieldManager = rollout.DefaultFieldManager
@@ -182,6 +189,8 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
 	r.unclaimed = newBackoff(unclaimedRecheck, unclaimedRecheckMax)
 	r.shardLabels = ShardLabels(opts.Models)
+	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
+	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
 	r.modelLag, r.targetLag = newCacheLag(), newCacheLag()
 
 	indexer := mgr.GetFieldIndexer()
@@ -520,9 +529,10 @@ func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj 
 // every other Deployment the status records as possibly written (a
 // retarget's previous targets), and the manifest ConfigMaps the
 // resource owns (through the owner index, so a pass costs the same however
-// many other resources there are). It reports true when the cache has not
-// caught up with the operator's last write to a target: the pass then waits
-// for that watch event.
+// many other resources there are); a target outside the cache is read
+// from the API server (targetDeployment). It reports targetWaiting when the
+// cache has not caught up with the operator's last write to a target: the
+// pass then waits for that watch event.
 func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, targetRead, error) {
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
 	desired, previous := rollout.TargetNames(obj)
@@ -558,19 +568,48 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		var cms corev1.ConfigMapList
 		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err == nil {
 			observed.ConfigMaps = cms.Items
-			sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 		}
+		if cm, err := r.unlabelledManifest(ctx, obj, observed.ConfigMaps); err != nil {
+			return observed, read, err
+		} else if cm != nil {
+			observed.ConfigMaps = append(observed.ConfigMaps, *cm)
+		}
+		sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 	}
 	return observed, read, nil
+}
+
+// unlabelledManifest reads, in a sharded operator, the manifest ConfigMap
+// the model's status names when the shard's cache does not hold it: one
+// created before the shard labels were carried, or labelled for the shard
+// the model moved from. The core then sees it exists (no create, no
+// "removed" drift) and plans its labels. Nil when there is nothing to read,
+// or it is not the model's.
+func (r *OpenMedModelReconciler) unlabelledManifest(ctx context.Context, obj *v1alpha1.OpenMedModel, cached []corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	name := obj.Status.ManifestConfigMapName
+	if len(r.shardLabels) == 0 || name == "" || slices.ContainsFunc(cached, func(cm corev1.ConfigMap) bool { return cm.Name == name }) {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: obj.Namespace, Name: name}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("read ConfigMap %s/%s: %w", obj.Namespace, name, err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(cm); ref == nil || ref.UID != obj.UID {
+		return nil, nil
+	}
+	return cm, nil
 }
 
 // targetRead says where a pass found its target Deployment.
 type targetRead int
 
 const (
-	// targetCached: in the cache (claimed by the operator, or absent).
+	// targetCached: in the cache (claimed by the operator).
 	targetCached targetRead = iota
-	// targetRead: read from the API server; the cache does not hold it
+	// targetDirect: read from the API server (found or not); the cache does not hold it
 	// (no model claimed it yet, or it was claimed before ClaimedLabel).
 	targetDirect
 	// targetWaiting: the cache has not caught up with the operator's own

@@ -241,7 +241,14 @@ func TestShardsSplitTheTargets(t *testing.T) {
 	if entries != 1 {
 		t.Errorf("%d apply entries of the operator after the move, want 1", entries)
 	}
-	waitFor(t, ns, "moved", v1alpha1.PhaseReady)
+	got := waitFor(t, ns, "moved", v1alpha1.PhaseReady)
+	// The ConfigMap labelled for shard a is the model's, not a removed one.
+	if len(got.Status.Corrections) != 0 {
+		t.Errorf("corrections after the move: %v", got.Status.Corrections)
+	}
+	if r := eventReasons(t, ns, "moved"); contains(r, v1alpha1.DriftCorrectedReason) {
+		t.Errorf("drift reported for the move: %v", r)
+	}
 	eventually(t, "shard a dropped the Deployment", func() (bool, string) {
 		return !holds(a, &appsv1.Deployment{}, "moved"), ""
 	})

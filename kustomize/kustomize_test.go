@@ -376,6 +376,7 @@ func TestServiceAccountAccess(t *testing.T) {
 			{"patch", "apps", "deployments", own, true},
 			{"create", "", "configmaps", own, true},
 			{"delete", "", "configmaps", own, true},
+			{"patch", "", "configmaps", own, true},
 			{"create", "", "events", own, true},
 			{"create", "coordination.k8s.io", "leases", own, true},
 			{"update", "coordination.k8s.io", "leases", own, true},

@@ -291,6 +291,9 @@ func check(t *testing.T, r result) {
 			}
 		}
 	}
+	if r.eventsDropped != 0 {
+		t.Errorf("%s: %.0f events dropped", r.cfg, r.eventsDropped)
+	}
 	if r.failover.total() != 0 {
 		t.Errorf("%s failover: %d calls for models: %v", r.cfg, r.failover.total(), r.failover.byKind)
 	}
@@ -345,7 +348,9 @@ type result struct {
 	failoverRSS  int64
 	// apiServerCPU is the API server's (and etcd's) CPU time over the
 	// first rollout, as a share of the wall time.
-	apiServerCPU    float64
+	apiServerCPU float64
+	// eventsDropped is openmed_events_dropped_total over the processes.
+	eventsDropped   float64
 	metricsBytes    int
 	samplesPerModel float64
 	// writesAs are the identities the writes to Deployments and ConfigMaps
@@ -410,7 +415,7 @@ func (r result) table() string {
 	}
 	fmt.Fprintf(&b, "%-34s %s to every model reconciled, %d calls for models, peak RSS %.1f MiB\n", "failover (new processes)",
 		r.failoverTime.Round(time.Millisecond), r.failover.total(), float64(r.failoverRSS)/(1<<20))
-	fmt.Fprintf(&b, "%-34s %d bytes, %.2f samples per model\n", "/metrics", r.metricsBytes, r.samplesPerModel)
+	fmt.Fprintf(&b, "%-34s %d bytes, %.2f samples per model; events dropped (queue of 8,192): %.0f\n", "/metrics", r.metricsBytes, r.samplesPerModel, r.eventsDropped)
 	return b.String()
 }
 
@@ -647,6 +652,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.metricsBytes = size
 	r.samplesPerModel = float64(samples-baseSamples) / float64(n) * float64(cfg.shards)
 	for _, op := range ops {
+		r.eventsDropped += metricSum(t, op.MetricsURL(), "openmed_events_dropped_total", "")
 		rss := harness.PeakRSS(t, op.PID())
 		r.shardRSS = append(r.shardRSS, rss)
 		r.peakRSS = max(r.peakRSS, rss)
@@ -803,6 +809,13 @@ func owners(t *testing.T, c client.Client, cfg config) []string {
 // (controller-runtime's controller_runtime_reconcile_total).
 func reconciled(t *testing.T, url string) float64 {
 	t.Helper()
+	return metricSum(t, url, "controller_runtime_reconcile_total", `controller="openmedmodel"`)
+}
+
+// metricSum sums the samples of the metric name whose labels contain
+// match.
+func metricSum(t *testing.T, url, name, match string) float64 {
+	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -814,7 +827,7 @@ func reconciled(t *testing.T, url string) float64 {
 	}
 	var sum float64
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="openmedmodel"`) {
+		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, match) {
 			f := strings.Fields(line)
 			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
 			sum += v

@@ -136,6 +136,13 @@ type Plan struct {
 	// namespace, labels, annotations, owner reference, data, immutable).
 	EnsureConfigMaps []*corev1.ConfigMap
 
+	// LabelConfigMaps are manifest ConfigMaps that exist but whose shard
+	// labels are not the model's (the model moved to another shard, or the
+	// ConfigMap was created before its shard labels were carried): each
+	// entry names one and the labels to set (a nil value removes one).
+	// Labels are not data: an immutable ConfigMap takes them.
+	LabelConfigMaps []ConfigMapLabels
+
 	// ReleaseReplicas asks the reconciler to drop spec.replicas from the
 	// operator's managedFields entry on the target before ApplyDeployment,
 	// leaving the live value in place: the spec stopped managing replicas,
@@ -213,8 +220,15 @@ type Plan struct {
 // HasChanges reports whether the plan writes anything to the cluster
 // besides the status.
 func (p *Plan) HasChanges() bool {
-	return len(p.EnsureConfigMaps) > 0 || p.ReleaseReplicas || p.Takeover != nil || p.ApplyDeployment != nil ||
+	return len(p.EnsureConfigMaps) > 0 || len(p.LabelConfigMaps) > 0 || p.ReleaseReplicas || p.Takeover != nil || p.ApplyDeployment != nil ||
 		p.Release != nil || len(p.ReleasePrevious) > 0 || len(p.PruneConfigMaps) > 0
+}
+
+// ConfigMapLabels are labels to set on the manifest ConfigMap Name (a nil
+// value removes the label).
+type ConfigMapLabels struct {
+	Name   string
+	Labels map[string]*string
 }
 
 // Release describes how to give a Deployment back without resetting

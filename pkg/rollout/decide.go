@@ -328,8 +328,9 @@ func (d *decider) listClaims() {
 }
 
 // blocked reports a blocker. It changes no rollout bookkeeping, so the pass
-// after the cause goes away continues where the resource was (B2). Watches
-// on the target wake the resource when the cause goes away; no timer runs.
+// after the cause goes away continues where the resource was (B2). The
+// watch on a claimed target wakes the resource when the cause goes away;
+// the reconciler looks again at a target it has not claimed.
 func (d *decider) blocked(tp tuple, phase v1alpha1.Phase, ks kstatus, reason, message string) {
 	d.st.Phase = phase
 	d.conditions(tp, ks)
@@ -388,6 +389,7 @@ func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool
 			continue
 		}
 		if configMapMatches(cm, want, d.obj) {
+			d.relabel(cm)
 			return false, true
 		}
 		d.plan.PruneConfigMaps = append(d.plan.PruneConfigMaps, cm.Name)
@@ -397,6 +399,32 @@ func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool
 	}
 	d.plan.EnsureConfigMaps = append(d.plan.EnsureConfigMaps, want)
 	return true, true
+}
+
+// relabel plans the shard labels of the model onto cm, an owned manifest
+// ConfigMap that does not carry them (see Plan.LabelConfigMaps).
+func (d *decider) relabel(cm *corev1.ConfigMap) {
+	shard, unset := d.shardLabels()
+	labels := map[string]*string{}
+	for k, v := range shard {
+		if have, ok := cm.Labels[k]; !ok || have != v {
+			labels[k] = &v
+		}
+	}
+	for _, k := range unset {
+		if _, ok := cm.Labels[k]; ok {
+			labels[k] = nil
+		}
+	}
+	if len(labels) == 0 {
+		return
+	}
+	for _, l := range d.plan.LabelConfigMaps {
+		if l.Name == cm.Name {
+			return
+		}
+	}
+	d.plan.LabelConfigMaps = append(d.plan.LabelConfigMaps, ConfigMapLabels{Name: cm.Name, Labels: labels})
 }
 
 // apply plans the ConfigMap and the Deployment pointer for spec and records
@@ -898,7 +926,14 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 	}
 	d.st.Phase = v1alpha1.PhaseRolledBack
 	p := d.pointerFor(r)
-	if !p.matches(dep) {
+	if !p.matches(dep) && p.onlyBookkeeping(dep) {
+		// Only the cache's labels are missing (an upgraded install, a
+		// shard move, a label somebody removed): they go back on, and the
+		// rollback is judged as before.
+		if !d.apply(r) {
+			return false
+		}
+	} else if !p.matches(dep) {
 		var drift []Drift
 		if d.old.AppliedSpecHash == SpecHash(r) {
 			drift = d.inPlaceIsNoDrift(p.drift(dep, d.opts.FieldManager), SpecHash(r))

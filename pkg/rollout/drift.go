@@ -88,6 +88,18 @@ func (p pointer) matches(live *appsv1.Deployment) bool {
 	return true
 }
 
+// onlyBookkeeping reports whether every field the live Deployment does not
+// hold is a bookkeeping label (ownedField.bookkeeping): the apply that puts
+// them back changes nothing the model serves.
+func (p pointer) onlyBookkeeping(live *appsv1.Deployment) bool {
+	for _, f := range ownedFields(p) {
+		if !f.bookkeeping && !f.holds(p, live) {
+			return false
+		}
+	}
+	return true
+}
+
 // templateChanged reports whether applying the pointer changes the pod
 // template, which rolls the pods; the other owned fields do not.
 func (p pointer) templateChanged(live *appsv1.Deployment) bool {

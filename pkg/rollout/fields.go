@@ -71,8 +71,9 @@ type ownedField struct {
 	template bool
 	// bookkeeping is true for the labels that select the Deployment into
 	// the operator's cache (ClaimedLabel and the shard labels): a missing
-	// one is put (back) on by the next apply, without a roll, and is no
-	// drift to report — a Deployment claimed before the label existed
+	// one is put (back) on by the next pass that applies (a serving or
+	// rolling model's, a rollback's), without a roll, and is no drift to
+	// report — a Deployment claimed before the label existed
 	// lacks it, and nobody's change to the model's serving is undone.
 	bookkeeping bool
 	// keep is true for fields a release leaves at their live value

@@ -80,6 +80,50 @@ func TestBookkeepingLabels(t *testing.T) {
 		}
 	})
 
+	t.Run("a rolled-back model gets the label back without reopening the rollback", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.failRollout(v2)
+		if c.obj.Status.Phase != v1alpha1.PhaseRolledBack {
+			t.Fatalf("phase %s after the failed rollout", c.obj.Status.Phase)
+		}
+		c.markReady()
+		for i := 0; i < 3; i++ {
+			c.pass()
+		}
+		before := condSummary(c.obj.Status)
+		c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
+		p := c.pass()
+		if p.ApplyDeployment == nil || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
+			t.Fatalf("label not put back: labels %v", c.dep().Labels)
+		}
+		assertStrings(t, "conditions", condSummary(p.Status), before)
+		if len(p.Events) != 0 {
+			t.Errorf("events %v", eventReasons(p.Events))
+		}
+		if p := c.pass(); len(p.Events) != 0 {
+			t.Errorf("the next pass announces %v", eventReasons(p.Events))
+		}
+	})
+
+	t.Run("a release leaves a shard label another manager also set", func(t *testing.T) {
+		c := newCluster(t)
+		c.opts.ShardLabels = []string{shardKey}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels = map[string]string{shardKey: "a"} })
+		c.readyAt(v1)
+		c.applyAs("kustomize-controller", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"openmed-service","labels":{"`+shardKey+`":"a"}}}`)
+		c.deleteModel()
+		for i := 0; i < 5 && c.dep().Annotations[v1alpha1.ModelResourceAnnotation] != ""; i++ {
+			c.pass()
+		}
+		if v := c.dep().Labels[shardKey]; v != "a" {
+			t.Errorf("shard label %q after the release, want kustomize's a", v)
+		}
+		if _, ok := c.dep().Labels[v1alpha1.ClaimedLabel]; ok {
+			t.Error("the claim label stayed")
+		}
+	})
+
 	t.Run("a release takes the labels", func(t *testing.T) {
 		c := newCluster(t)
 		c.opts.ShardLabels = []string{shardKey}

@@ -52,10 +52,13 @@ func Apply(ctx context.Context, c client.Client, intent *unstructured.Unstructur
 type Written struct {
 	ResourceVersion string
 	Generation      int64
+	// Labels are the object's labels in the answer: whether a cache that
+	// selects by label holds this version.
+	Labels map[string]string
 }
 
 func written(obj metav1.Object) Written {
-	return Written{ResourceVersion: obj.GetResourceVersion(), Generation: obj.GetGeneration()}
+	return Written{ResourceVersion: obj.GetResourceVersion(), Generation: obj.GetGeneration(), Labels: obj.GetLabels()}
 }
 
 // Release gives a Deployment back without resetting anything
@@ -88,7 +91,8 @@ func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructur
 	_, annotated := applied.GetAnnotations()[ownerAnnotation]
 	var labels []string
 	for k := range keep.GetLabels() {
-		if _, ok := applied.GetLabels()[k]; ok {
+		// A label another manager also set stays theirs.
+		if _, ok := applied.GetLabels()[k]; ok && !ownedByAny(kept, fieldpath.MakePathOrDie("metadata", "labels", k)) {
 			labels = append(labels, k)
 		}
 	}
@@ -110,6 +114,20 @@ func Release(ctx context.Context, c client.Client, keep *unstructured.Unstructur
 		return answers, client.IgnoreNotFound(fmt.Errorf("drop field manager %q from Deployment %s/%s: %w", fieldManager, applied.GetNamespace(), applied.GetName(), err))
 	}
 	return append(answers, written(live)), nil
+}
+
+// ownedByAny reports whether one of entries owns path.
+func ownedByAny(entries []metav1.ManagedFieldsEntry, path fieldpath.Path) bool {
+	for _, e := range entries {
+		if e.FieldsV1 == nil {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err == nil && set.Has(path) {
+			return true
+		}
+	}
+	return false
 }
 
 // WithoutManager returns entries without any entry of fieldManager, of any
@@ -264,6 +282,21 @@ func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader,
 	}
 	if err := c.Patch(ctx, existing, client.RawPatch(types.MergePatchType, data)); err != nil {
 		return fmt.Errorf("label ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+// LabelConfigMap sets the labels of the ConfigMap namespace/name in one
+// merge patch (a nil value removes a label); only labels, so an immutable
+// ConfigMap takes it. A ConfigMap that is gone needs no labels.
+func LabelConfigMap(ctx context.Context, c client.Client, namespace, name string, labels map[string]*string) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, data)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("label ConfigMap %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
