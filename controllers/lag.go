@@ -141,14 +141,14 @@ func (l *cacheLag) forget(key types.NamespacedName) {
 // lagWrites follows the writes of one pass to one object, in order, and
 // records them in a cacheLag when the pass is done with the object.
 type lagWrites struct {
-	lag  *cacheLag
-	key  types.NamespacedName
-	uid  types.UID
+	lag *cacheLag
+	key types.NamespacedName
+	uid types.UID
 	// selects says whether the cache holds an object with these labels
 	// (nil: every object); inCache whether it holds the last known version.
 	selects func(map[string]string) bool
 	inCache bool
-	last struct {
+	last    struct {
 		rv  string
 		gen int64
 	}
