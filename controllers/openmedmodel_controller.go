@@ -569,20 +569,27 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err == nil {
 			observed.ConfigMaps = cms.Items
 		}
-		if cm, err := r.unlabelledManifest(ctx, obj, observed.ConfigMaps); err != nil {
-			return observed, read, err
-		} else if cm != nil {
-			observed.ConfigMaps = append(observed.ConfigMaps, *cm)
+		// A claimed target in the cache says its model's ConfigMaps carry
+		// the same labels; one outside it may not.
+		if read == targetDirect {
+			cm, err := r.unlabelledManifest(ctx, obj, observed.ConfigMaps)
+			if err != nil {
+				return observed, read, err
+			}
+			if cm != nil {
+				observed.ConfigMaps = append(observed.ConfigMaps, *cm)
+			}
 		}
 		sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 	}
 	return observed, read, nil
 }
 
-// unlabelledManifest reads, in a sharded operator, the manifest ConfigMap
-// the model's status names when the shard's cache does not hold it: one
-// created before the shard labels were carried, or labelled for the shard
-// the model moved from. The core then sees it exists (no create, no
+// unlabelledManifest reads, in a sharded operator whose pass found the
+// target outside the cache (the model just moved to this shard, or the
+// install was upgraded), the manifest ConfigMap the model's status names
+// when the shard's cache does not hold it: one created before the shard
+// labels were carried, or labelled for the shard the model moved from. The core then sees it exists (no create, no
 // "removed" drift) and plans its labels. Nil when there is nothing to read,
 // or it is not the model's.
 func (r *OpenMedModelReconciler) unlabelledManifest(ctx context.Context, obj *v1alpha1.OpenMedModel, cached []corev1.ConfigMap) (*corev1.ConfigMap, error) {
