@@ -40,6 +40,12 @@ type EventRecorder struct {
 	log     logr.Logger
 	queue   chan *corev1.Event
 	now     func() time.Time
+
+	// mu guards stopped: once Start returned, nobody reads the queue, so
+	// an event recorded after that is counted as dropped (shutdown)
+	// instead of waiting in it for good.
+	mu      sync.Mutex
+	stopped bool
 }
 
 // Event delivery limits. A wave of rollouts emits events faster than one
@@ -68,7 +74,8 @@ func NewEventRecorder(c client.Client, scheme *runtime.Scheme, component string,
 }
 
 // Start posts queued events until ctx ends, then gives the queue a second
-// to drain; what is left is counted as dropped.
+// to drain; what is left, and every event recorded after Start returned, is
+// counted as dropped.
 func (r *EventRecorder) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for range eventWriters {
@@ -79,7 +86,18 @@ func (r *EventRecorder) Start(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	return nil
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	// What was queued after the writers' last look.
+	for {
+		select {
+		case e := <-r.queue:
+			r.drop(e, dropShutdown, nil)
+		default:
+			return nil
+		}
+	}
 }
 
 func (r *EventRecorder) write(ctx context.Context) {
@@ -144,6 +162,12 @@ func (r *EventRecorder) enqueue(object runtime.Object, annotations map[string]st
 		LastTimestamp:       now,
 		Count:               1,
 		ReportingController: r.source.Component,
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		r.drop(e, dropShutdown, nil)
+		return
 	}
 	select {
 	case r.queue <- e:

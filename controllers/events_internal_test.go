@@ -1,0 +1,44 @@
+package controllers
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// TestEventRecorderAfterShutdown: an event recorded after the recorder's
+// Start returned (a pass that finishes while the manager stops) is counted
+// as dropped, cause shutdown, not left in a queue nobody reads.
+func TestEventRecorderAfterShutdown(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	metrics := NewMetrics(prometheus.NewRegistry())
+	rec := NewEventRecorder(nil, scheme, ControllerName, metrics, logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rec.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	model := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "openmed-service", UID: "u-1"}}
+	rec.Eventf(model, corev1.EventTypeNormal, v1alpha1.RolloutSucceededReason, "late")
+	if n := testutil.ToFloat64(metrics.eventsDropped.WithLabelValues(dropShutdown)); n != 1 {
+		t.Errorf("%s{cause=%q} = %v, want 1", MetricEventsDropped, dropShutdown, n)
+	}
+	if len(rec.queue) != 0 {
+		t.Errorf("%d events left in the queue", len(rec.queue))
+	}
+}
