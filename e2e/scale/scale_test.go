@@ -343,9 +343,11 @@ type result struct {
 	// failover are the calls for models from the new processes' start
 	// until every model was reconciled and 5 s more; failoverTime that
 	// time, failoverRSS their peak RSS (the largest).
-	failover     phaseCalls
-	failoverTime time.Duration
-	failoverRSS  int64
+	failover phaseCalls
+	// failoverInformer are the new processes' list and watch requests.
+	failoverInformer phaseCalls
+	failoverTime     time.Duration
+	failoverRSS      int64
 	// apiServerCPU is the API server's (and etcd's) CPU time over the
 	// first rollout, as a share of the wall time.
 	apiServerCPU float64
@@ -413,8 +415,8 @@ func (r result) table() string {
 		}
 		fmt.Fprintf(&b, "%-34s %s; calls for another shard's model: %d\n", "  per shard", strings.Join(per, "; "), len(r.crossShard))
 	}
-	fmt.Fprintf(&b, "%-34s %s to every model reconciled, %d calls for models, peak RSS %.1f MiB\n", "failover (new processes)",
-		r.failoverTime.Round(time.Millisecond), r.failover.total(), float64(r.failoverRSS)/(1<<20))
+	fmt.Fprintf(&b, "%-34s %s to every model reconciled, %d calls for models, peak RSS %.1f MiB; list/watch %s\n", "failover (new processes)",
+		r.failoverTime.Round(time.Millisecond), r.failover.total(), float64(r.failoverRSS)/(1<<20), r.failoverInformer.describe(1))
 	fmt.Fprintf(&b, "%-34s %d bytes, %.2f samples per model; events dropped (queue of 8,192): %.0f\n", "/metrics", r.metricsBytes, r.samplesPerModel, r.eventsDropped)
 	return b.String()
 }
@@ -676,7 +678,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	})
 	r.failoverTime = time.Since(t4)
 	settle()
-	r.failover, _ = calls(t, cl, t4, time.Now())
+	r.failover, r.failoverInformer = calls(t, cl, t4, time.Now())
 	for _, op := range ops {
 		r.failoverRSS = max(r.failoverRSS, harness.PeakRSS(t, op.PID()))
 	}
