@@ -19,15 +19,8 @@ import (
 // Start returned (a pass that finishes while the manager stops) is counted
 // as dropped, cause shutdown, not left in a queue nobody reads.
 func TestEventRecorderAfterShutdown(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	metrics := NewMetrics(prometheus.NewRegistry())
-	rec := NewEventRecorder(nil, scheme, ControllerName, metrics, logr.Discard())
+	rec := NewEventRecorder(nil, testScheme(t), ControllerName, metrics, logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := rec.Start(ctx); err != nil {
@@ -41,4 +34,17 @@ func TestEventRecorderAfterShutdown(t *testing.T) {
 	if len(rec.queue) != 0 {
 		t.Errorf("%d events left in the queue", len(rec.queue))
 	}
+}
+
+// testScheme knows the built-in types and OpenMedModel.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
 }

@@ -18,7 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -113,13 +112,7 @@ func (k *kubeEvents) Eventf(_, _ runtime.Object, _, _, _, note string, args ...a
 // blocks; at shutdown, what is left is posted or counted, and so is an
 // event recorded after it.
 func TestEventForwarder(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	rcv := newReceiver(t)
 	metrics := NewMetrics(prometheus.NewRegistry())
 	f, err := NewEventForwarder(rcv.srv.URL+"/", ControllerName, scheme, metrics, logr.Discard())

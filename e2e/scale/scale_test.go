@@ -838,15 +838,7 @@ func reconciled(t *testing.T, url string) float64 {
 // match.
 func metricSum(t *testing.T, url, name, match string) float64 {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := fetch(t, url)
 	var sum float64
 	for _, line := range strings.Split(string(data), "\n") {
 		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, match) {
@@ -1088,6 +1080,18 @@ func saveHeapProfile(t *testing.T, base, path string) {
 // scrape reads /metrics and returns its number of samples and size.
 func scrape(t *testing.T, url string) (samples, size int) {
 	t.Helper()
+	data := fetch(t, url)
+	for _, line := range strings.Split(string(data), "\n") {
+		if line != "" && !strings.HasPrefix(line, "#") {
+			samples++
+		}
+	}
+	return samples, len(data)
+}
+
+// fetch reads url's body.
+func fetch(t *testing.T, url string) []byte {
+	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -1097,10 +1101,5 @@ func scrape(t *testing.T, url string) (samples, size int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if line != "" && !strings.HasPrefix(line, "#") {
-			samples++
-		}
-	}
-	return samples, len(data)
+	return data
 }
