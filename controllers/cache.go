@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // CacheByObject returns the cache settings the reconciler is built for; a
@@ -73,19 +74,7 @@ func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 // of them onto the Deployment and the manifest ConfigMaps it writes
 // (rollout.Options.ShardLabels), so the shard's caches select those by the
 // same requirements. Nil for no selector or one without requirements.
-func ShardLabels(models labels.Selector) []string {
-	if models == nil {
-		return nil
-	}
-	reqs, _ := models.Requirements()
-	var keys []string
-	for _, r := range reqs {
-		if !slices.Contains(keys, r.Key()) {
-			keys = append(keys, r.Key())
-		}
-	}
-	return keys
-}
+func ShardLabels(models labels.Selector) []string { return rollout.ShardLabels(models) }
 
 // shardSelector selects the objects the operator wrote (key=value) for the
 // models selects: the model's shard labels are carried onto them, so

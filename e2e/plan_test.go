@@ -207,8 +207,9 @@ func hasField(changes []preview.FieldChange, field string) bool {
 	return false
 }
 
-// planFile writes m to file, runs `kubectl openmed plan -f file -o json`
-// and checks its exit code (-1: 0 or 2).
+// planFile writes m to file, runs `kubectl openmed plan -f file -o json
+// --watch-label-selector <its operator's>` and checks its exit code (-1: 0
+// or 2).
 func planFile(t *testing.T, file string, m *v1alpha1.OpenMedModel, wantCode int) preview.Result {
 	t.Helper()
 	out := m.DeepCopy()
@@ -223,7 +224,12 @@ func planFile(t *testing.T, file string, m *v1alpha1.OpenMedModel, wantCode int)
 		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
-	err = cli.Run(context.Background(), []string{"--kubeconfig", cluster.KubeconfigPath(), "plan", "-f", file, "-o", "json"},
+	// The operator of the model's shard, as the plugin is told it.
+	selector := "!" + operatorLabel
+	if v, ok := m.Labels[operatorLabel]; ok {
+		selector = operatorLabel + "=" + v
+	}
+	err = cli.Run(context.Background(), []string{"--kubeconfig", cluster.KubeconfigPath(), "plan", "-f", file, "-o", "json", "--watch-label-selector", selector},
 		cli.Options{Out: &stdout, ErrOut: &stderr})
 	code := 0
 	var exit *cli.ExitError

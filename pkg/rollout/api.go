@@ -160,6 +160,13 @@ type Plan struct {
 	// operator owns, nothing else.
 	ApplyDeployment *unstructured.Unstructured
 
+	// LabelsOnly is true when every field ApplyDeployment changes on the
+	// observed Deployment is one of the operator's bookkeeping labels of
+	// its metadata (v1alpha1.ClaimedLabel, the shard labels): the
+	// Deployment's generation does not move and no pod rolls, so what the
+	// Deployment reports still describes its spec after the write.
+	LabelsOnly bool
+
 	// Claim is true when ApplyDeployment claims a target that carries no
 	// owner annotation yet; the reconciler must make that write conditional
 	// on the Deployment's resourceVersion so two resources cannot both win.

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -47,6 +48,23 @@ type Options struct {
 	// by the same selector; a key the model lacks is not sent, and the
 	// value the operator set for an earlier shard goes.
 	ShardLabels []string
+}
+
+// ShardLabels returns the label keys a shard's selector (the operator's
+// --watch-label-selector) selects on, for Options.ShardLabels. Nil for no
+// selector or one without requirements.
+func ShardLabels(models labels.Selector) []string {
+	if models == nil {
+		return nil
+	}
+	reqs, _ := models.Requirements()
+	var keys []string
+	for _, r := range reqs {
+		if !slices.Contains(keys, r.Key()) {
+			keys = append(keys, r.Key())
+		}
+	}
+	return keys
 }
 
 func (o Options) withDefaults() Options {
@@ -441,10 +459,12 @@ func (d *decider) apply(spec v1alpha1.NormalizedSpec) bool {
 	}
 	d.plan.ApplyDeployment = p.intent(nil)
 	d.plan.Claim = dep.Annotations[v1alpha1.ModelResourceAnnotation] == ""
-	if replaced := p.foreignValues(dep, d.opts.FieldManager); len(replaced) > 0 {
+	replaced := p.foreignValues(dep, d.opts.FieldManager)
+	if len(replaced) > 0 {
 		d.plan.Drift = append(d.plan.Drift, replaced...)
 		d.correctionEvent(v1alpha1.FieldReplacedReason, EventMsgFieldReplaced, replaced)
 	}
+	d.plan.LabelsOnly = d.plan.Takeover == nil && !d.plan.ReleaseReplicas && len(replaced) == 0 && p.onlyBookkeeping(dep)
 	d.st.AppliedSpecHash = SpecHash(spec)
 	d.st.ManifestConfigMapName = p.cmName
 	d.st.TargetName = spec.TargetRef.Name
@@ -475,7 +495,17 @@ func (d *decider) rollout(retry bool) {
 	dep := d.obs.Deployment
 	p := d.pointerFor(d.desired)
 	proven := d.proven()
-	if !p.matches(dep) {
+	switch {
+	case p.matches(dep):
+	case p.onlyBookkeeping(dep):
+		// Only the cache's labels are missing (an upgraded install, a
+		// shard move, a label somebody removed): they go back on, and the
+		// Deployment, whose generation the write does not move, is judged
+		// as if they were there.
+		if !d.apply(d.desired) {
+			return
+		}
+	default:
 		d.applyDesired(p, proven, retry)
 		return
 	}

@@ -45,6 +45,31 @@ func TestBookkeepingLabels(t *testing.T) {
 		}
 	})
 
+	t.Run("a rollout whose Deployment lost the label is judged as if it had it", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		if p := c.pass(); p.ApplyDeployment == nil || p.LabelsOnly {
+			t.Fatalf("the rollout's apply: apply %v, labels only %v", p.ApplyDeployment != nil, p.LabelsOnly)
+		}
+		c.markReady()
+		want := c.decide()
+		c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
+		gen := c.dep().Generation
+		got := c.pass()
+		if got.ApplyDeployment == nil || !got.LabelsOnly || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
+			t.Fatalf("label not put back as a labels-only write: apply %v, labels only %v, labels %v",
+				got.ApplyDeployment != nil, got.LabelsOnly, c.dep().Labels)
+		}
+		if got.Status.Phase != want.Status.Phase {
+			t.Errorf("phase %s, want %s as with the label", got.Status.Phase, want.Status.Phase)
+		}
+		assertStrings(t, "conditions", condSummary(got.Status), condSummary(want.Status))
+		if c.dep().Generation != gen {
+			t.Errorf("generation %d -> %d: the label changed the spec", gen, c.dep().Generation)
+		}
+	})
+
 	t.Run("the shard label follows the model, without a roll", func(t *testing.T) {
 		c := newCluster(t)
 		c.opts.ShardLabels = []string{shardKey}

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,6 +53,7 @@ func newPlanCommand(r *root) *cobra.Command {
 		files      []string
 		targetFile string
 		output     string
+		shard      string
 	)
 	cmd := &cobra.Command{
 		Use:   "plan -f FILE|DIR",
@@ -78,6 +80,11 @@ func newPlanCommand(r *root) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			sel, err := labels.Parse(shard)
+			if err != nil {
+				return fmt.Errorf("invalid --watch-label-selector: %w", err)
+			}
+			opts := rollout.Options{ShardLabels: rollout.ShardLabels(sel)}
 			var src source
 			if targetFile != "" {
 				src, err = r.offline(targetFile)
@@ -89,7 +96,7 @@ func newPlanCommand(r *root) *cobra.Command {
 			}
 			var results []preview.Result
 			for _, m := range models {
-				res, err := planOne(cmd.Context(), src, m, metav1.NewTime(r.opts.Now()))
+				res, err := planOne(cmd.Context(), src, m, metav1.NewTime(r.opts.Now()), opts)
 				if err != nil {
 					return err
 				}
@@ -109,6 +116,7 @@ func newPlanCommand(r *root) *cobra.Command {
 	cmd.Flags().StringSliceVarP(&files, "filename", "f", nil, "OpenMedModel file or directory of .yaml/.yml/.json files (repeatable)")
 	cmd.Flags().StringVar(&targetFile, "target", "", "Deployment file(s) to plan against instead of the cluster (offline)")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: yaml or json (default text)")
+	cmd.Flags().StringVar(&shard, "watch-label-selector", "", "The operator's --watch-label-selector, when it runs sharded: the plan carries the model's values of its keys onto the Deployment as the operator does")
 	return cmd
 }
 
@@ -212,16 +220,16 @@ const planAttempts = 5
 
 // planOne plans one model from the file, again when the Deployment changed
 // while it was planned.
-func planOne(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time) (preview.Result, error) {
+func planOne(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time, opts rollout.Options) (preview.Result, error) {
 	for attempt := 1; ; attempt++ {
-		res, err := planOnce(ctx, src, file, now)
+		res, err := planOnce(ctx, src, file, now, opts)
 		if !errors.Is(err, errLiveChanged) || attempt == planAttempts {
 			return res, err
 		}
 	}
 }
 
-func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time) (preview.Result, error) {
+func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now metav1.Time, opts rollout.Options) (preview.Result, error) {
 	if file.Namespace == "" {
 		file.Namespace = src.namespace()
 	}
@@ -260,7 +268,7 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 			return preview.Result{}, err
 		}
 	}
-	res := preview.Model(obj, observed, rollout.Options{})
+	res := preview.Model(obj, observed, opts)
 	res.Annotations = annotations
 	res.New = live == nil
 	res.SpecChanged = live != nil && obj.Generation != live.Generation
