@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -128,7 +129,7 @@ func pruneDeployment(obj any, shard []string) (any, error) {
 		return obj, nil
 	}
 	out := &appsv1.Deployment{TypeMeta: d.TypeMeta}
-	out.Namespace, out.Name, out.UID = d.Namespace, d.Name, d.UID
+	out.Namespace, out.Name, out.UID = intern(d.Namespace), d.Name, d.UID
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
 	out.Annotations = operatorKeys(d.Annotations)
@@ -225,12 +226,14 @@ func PruneConfigMap(obj any) (any, error) {
 		return obj, nil
 	}
 	out := &corev1.ConfigMap{TypeMeta: cm.TypeMeta, Immutable: cm.Immutable}
-	out.Namespace, out.Name, out.UID, out.ResourceVersion = cm.Namespace, cm.Name, cm.UID, cm.ResourceVersion
+	// The name is the one the model's status holds (and interns); the
+	// owner's name and uid are the same for each of a model's versions.
+	out.Namespace, out.Name, out.UID, out.ResourceVersion = intern(cm.Namespace), intern(cm.Name), cm.UID, cm.ResourceVersion
 	out.CreationTimestamp, out.DeletionTimestamp = cm.CreationTimestamp, cm.DeletionTimestamp
 	out.OwnerReferences = cm.OwnerReferences
 	for i := range out.OwnerReferences {
 		ref := &out.OwnerReferences[i]
-		ref.APIVersion, ref.Kind = intern(ref.APIVersion), intern(ref.Kind)
+		ref.APIVersion, ref.Kind, ref.Name, ref.UID = intern(ref.APIVersion), intern(ref.Kind), intern(ref.Name), types.UID(intern(string(ref.UID)))
 	}
 	if !ptr.Deref(cm.Immutable, false) {
 		// Not one the operator wrote: keep the data, so it is not taken
@@ -284,7 +287,9 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 			out = append(out, e)
 			continue
 		}
-		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		// ToJSON's buffer has room to grow (up to twice the bytes): the
+		// cache keeps an exact copy.
+		e.FieldsV1 = &metav1.FieldsV1{Raw: bytes.Clone(raw)}
 		out = append(out, e)
 	}
 	return out
@@ -343,15 +348,17 @@ func attributes(p fieldpath.Path, shard []string) bool {
 	return false
 }
 
-// operatorKeys keeps the openmed.ai annotations (or labels).
+// operatorKeys keeps the openmed.ai annotations (or labels), their keys and
+// values stored once for all cached objects (a manifest hash is the one the
+// model's status holds).
 func operatorKeys(in map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range in {
 		if strings.HasPrefix(k, "openmed.ai/") {
 			if out == nil {
-				out = map[string]string{}
+				out = make(map[string]string, 4)
 			}
-			out[k] = v
+			out[intern(k)] = intern(v)
 		}
 	}
 	return out

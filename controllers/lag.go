@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -46,7 +47,10 @@ type lagRecord struct {
 	// generation is the watermark: a cached generation below it predates
 	// the write.
 	generation int64
-	versions   map[string]bool
+	// versions are the resourceVersions the writes moved on from (one or
+	// two: a slice costs a fraction of a map, and a record per object
+	// can outlive its pass).
+	versions []string
 	// inCache: the version the write left is one the cache selects (the
 	// operator's claim label is on it), so a cache without the object has
 	// not caught up yet. A released Deployment, or one whose claim did not
@@ -72,12 +76,14 @@ func (l *cacheLag) wroteSelected(key types.NamespacedName, uid types.UID, genera
 	defer l.mu.Unlock()
 	rec := l.seen[key]
 	if rec == nil || rec.uid != uid {
-		rec = &lagRecord{uid: uid, versions: map[string]bool{}}
+		rec = &lagRecord{uid: uid}
 	}
 	rec.since = time.Now()
 	for _, rv := range old {
 		if rv != "" {
-			rec.versions[rv] = true
+			if !slices.Contains(rec.versions, rv) {
+				rec.versions = append(rec.versions, rv)
+			}
 		}
 	}
 	rec.generation = max(rec.generation, generation)
@@ -99,7 +105,7 @@ func (l *cacheLag) behind(key types.NamespacedName, uid types.UID, rv string, ge
 	if rec == nil {
 		return false
 	}
-	if rec.uid == uid && (rec.versions[rv] || generation < rec.generation) && time.Since(rec.since) < lagExpiry {
+	if rec.uid == uid && (slices.Contains(rec.versions, rv) || generation < rec.generation) && time.Since(rec.since) < lagExpiry {
 		return true
 	}
 	delete(l.seen, key)

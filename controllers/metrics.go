@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -35,7 +34,7 @@ const (
 // registry, or MustRegisterMetrics for controller-runtime's registry that
 // the manager serves). A nil *Metrics records nothing.
 type Metrics struct {
-	modelInfo       *prometheus.GaugeVec
+	modelInfo       *modelInfo
 	rollouts        *prometheus.CounterVec
 	rolloutDuration prometheus.Histogram
 	rollbacks       *prometheus.CounterVec
@@ -46,8 +45,7 @@ type Metrics struct {
 	notForwarded    *prometheus.CounterVec
 	bakeFailures    *prometheus.CounterVec
 
-	mu   sync.Mutex
-	info map[string][]string // namespace/name -> the label values set last
+	mu sync.Mutex
 	// namespaces whose rollout and rollback counters are initialised.
 	namespaces map[string]bool
 }
@@ -55,10 +53,12 @@ type Metrics struct {
 // NewMetrics builds the metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		modelInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: MetricModelInfo,
-			Help: "One series per OpenMedModel (always 1): its active version, phase, Ready status and reason, and whether it is Stalled.",
-		}, []string{"namespace", "name", "version", "phase", "ready", "reason", "stalled"}),
+		modelInfo: &modelInfo{
+			desc: prometheus.NewDesc(MetricModelInfo,
+				"One series per OpenMedModel (always 1): its active version, phase, Ready status and reason, and whether it is Stalled.",
+				[]string{"namespace", "name", "version", "phase", "ready", "reason", "stalled"}, nil),
+			models: map[modelKey]modelState{},
+		},
 		rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricRollouts,
 			Help: "Model rollouts that ended, by result (succeeded or failed).",
@@ -96,7 +96,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricBakeFailures,
 			Help: "Versions that failed their bake (spec.rolloutStrategy.bakeSeconds), by what the pods showed (ContainerRestarted, OOMKilled, PodUnready).",
 		}, []string{"namespace", "reason"}),
-		info:       map[string][]string{},
 		namespaces: map[string]bool{},
 	}
 	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures)
@@ -160,48 +159,79 @@ type modelState struct {
 	stalled                       bool
 }
 
+// modelInfo is openmed_model_info: a collector that writes one series per
+// model from what the last pass set, at scrape time. A GaugeVec would keep
+// a metric with its label pairs per model (about 1.5 KiB each); this keeps
+// the model's state (the strings the cached model already holds) and builds
+// the series only while a scrape runs.
+type modelInfo struct {
+	desc   *prometheus.Desc
+	mu     sync.RWMutex
+	models map[modelKey]modelState
+}
+
+type modelKey struct{ namespace, name string }
+
+// Describe implements prometheus.Collector.
+func (c *modelInfo) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *modelInfo) Collect(ch chan<- prometheus.Metric) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for k, s := range c.models {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1,
+			k.namespace, k.name, s.version, s.phase, s.ready, s.reason, strconv.FormatBool(s.stalled))
+	}
+}
+
+// set records s for key and reports whether key is new.
+func (c *modelInfo) set(key modelKey, s modelState) (added bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.models[key]
+	if ok && old == s {
+		return false
+	}
+	c.models[key] = s
+	return !ok
+}
+
+func (c *modelInfo) delete(key modelKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.models, key)
+}
+
 func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	key := namespace + "/" + name
-	labels := []string{namespace, name, s.version, s.phase, s.ready, s.reason, strconv.FormatBool(s.stalled)}
-	if old, ok := m.info[key]; ok {
-		if slices.Equal(old, labels) {
-			return
-		}
-		m.modelInfo.DeleteLabelValues(old...)
-	} else if !m.namespaces[namespace] {
-		// The namespace's first model: its rollout and rollback counters
-		// start at 0 (they stay when the models go: counters do not reset).
-		m.namespaces[namespace] = true
-		for _, result := range []string{rolloutSucceeded, rolloutFailed} {
-			m.rollouts.WithLabelValues(namespace, result)
-		}
-		for _, trigger := range []string{rollbackAutomatic, rollbackManual} {
-			m.rollbacks.WithLabelValues(namespace, trigger)
-		}
-		for _, reason := range rollout.BakeFailures {
-			m.bakeFailures.WithLabelValues(namespace, reason)
-		}
+	s.version, s.phase, s.ready, s.reason = intern(s.version), intern(s.phase), intern(s.ready), intern(s.reason)
+	if !m.modelInfo.set(modelKey{intern(namespace), name}, s) || m.namespaces[namespace] {
+		return
 	}
-	m.modelInfo.WithLabelValues(labels...).Set(1)
-	m.info[key] = labels
+	// The namespace's first model: its rollout and rollback counters start
+	// at 0 (they stay when the models go: counters do not reset).
+	m.namespaces[namespace] = true
+	for _, result := range []string{rolloutSucceeded, rolloutFailed} {
+		m.rollouts.WithLabelValues(namespace, result)
+	}
+	for _, trigger := range []string{rollbackAutomatic, rollbackManual} {
+		m.rollbacks.WithLabelValues(namespace, trigger)
+	}
+	for _, reason := range rollout.BakeFailures {
+		m.bakeFailures.WithLabelValues(namespace, reason)
+	}
 }
 
 func (m *Metrics) deleteModel(namespace, name string) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	key := namespace + "/" + name
-	if old, ok := m.info[key]; ok {
-		m.modelInfo.DeleteLabelValues(old...)
-		delete(m.info, key)
-	}
+	m.modelInfo.delete(modelKey{namespace, name})
 }
 
 func (m *Metrics) rolloutEnded(namespace, result string, d time.Duration) {

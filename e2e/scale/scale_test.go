@@ -727,8 +727,14 @@ func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, s
 			}
 			args = append(args, "--watch-label-selector="+sel)
 		}
+		logDir := dir
+		if p := os.Getenv("OPENMED_SCALE_PROFILE"); p != "" {
+			// The logs stay with the profiles (with GODEBUG=gctrace=1,
+			// every collection's heap sizes).
+			logDir = p
+		}
 		op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig,
-			LogPath: filepath.Join(dir, fmt.Sprintf("operator-%d.log", i)), Args: args})
+			LogPath: filepath.Join(logDir, fmt.Sprintf("operator-%d.log", i)), Args: args})
 		if err != nil {
 			t.Fatal(err)
 		}
