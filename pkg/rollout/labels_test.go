@@ -27,12 +27,7 @@ func TestBookkeepingLabels(t *testing.T) {
 		if _, ok := c.dep().Spec.Template.Labels[v1alpha1.ClaimedLabel]; ok {
 			t.Fatal("the claim label is on the pod template")
 		}
-		c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
-		gen := c.dep().Generation
-		p := c.pass()
-		if p.ApplyDeployment == nil || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
-			t.Fatalf("label not put back: apply %v, labels %v", p.ApplyDeployment != nil, c.dep().Labels)
-		}
+		p, gen := dropClaimLabel(t, c)
 		if c.dep().Generation != gen {
 			t.Errorf("generation %d -> %d: the label changed the spec", gen, c.dep().Generation)
 		}
@@ -54,13 +49,7 @@ func TestBookkeepingLabels(t *testing.T) {
 		}
 		c.markReady()
 		want := c.decide()
-		c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
-		gen := c.dep().Generation
-		got := c.pass()
-		if got.ApplyDeployment == nil || !got.LabelsOnly || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
-			t.Fatalf("label not put back as a labels-only write: apply %v, labels only %v, labels %v",
-				got.ApplyDeployment != nil, got.LabelsOnly, c.dep().Labels)
-		}
+		got, gen := dropClaimLabel(t, c)
 		if got.Status.Phase != want.Status.Phase {
 			t.Errorf("phase %s, want %s as with the label", got.Status.Phase, want.Status.Phase)
 		}
@@ -117,11 +106,7 @@ func TestBookkeepingLabels(t *testing.T) {
 			c.pass()
 		}
 		before := condSummary(c.obj.Status)
-		c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
-		p := c.pass()
-		if p.ApplyDeployment == nil || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
-			t.Fatalf("label not put back: labels %v", c.dep().Labels)
-		}
+		p, _ := dropClaimLabel(t, c)
 		assertStrings(t, "conditions", condSummary(p.Status), before)
 		if len(p.Events) != 0 {
 			t.Errorf("events %v", eventReasons(p.Events))
@@ -168,4 +153,19 @@ func TestBookkeepingLabels(t *testing.T) {
 			}
 		}
 	})
+}
+
+// dropClaimLabel removes the claim label as `kubectl label` does, runs a
+// pass and fails unless that pass put the label back by a labels-only
+// write; it returns the pass and the Deployment's generation before it.
+func dropClaimLabel(t *testing.T, c *cluster) (Plan, int64) {
+	t.Helper()
+	c.patchDeployment("kubectl-label", types.MergePatchType, `{"metadata":{"labels":{"`+v1alpha1.ClaimedLabel+`":null}}}`)
+	gen := c.dep().Generation
+	p := c.pass()
+	if p.ApplyDeployment == nil || !p.LabelsOnly || c.dep().Labels[v1alpha1.ClaimedLabel] != "true" {
+		t.Fatalf("label not put back as a labels-only write: apply %v, labels only %v, labels %v",
+			p.ApplyDeployment != nil, p.LabelsOnly, c.dep().Labels)
+	}
+	return p, gen
 }
