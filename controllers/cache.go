@@ -356,7 +356,7 @@ func operatorKeys(in map[string]string) map[string]string {
 	for k, v := range in {
 		if strings.HasPrefix(k, "openmed.ai/") {
 			if out == nil {
-				out = make(map[string]string, 4)
+				out = map[string]string{}
 			}
 			out[intern(k)] = intern(v)
 		}

@@ -80,10 +80,8 @@ func (l *cacheLag) wroteSelected(key types.NamespacedName, uid types.UID, genera
 	}
 	rec.since = time.Now()
 	for _, rv := range old {
-		if rv != "" {
-			if !slices.Contains(rec.versions, rv) {
-				rec.versions = append(rec.versions, rv)
-			}
+		if rv != "" && !slices.Contains(rec.versions, rv) {
+			rec.versions = append(rec.versions, rv)
 		}
 	}
 	rec.generation = max(rec.generation, generation)

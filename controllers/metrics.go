@@ -185,7 +185,8 @@ func (c *modelInfo) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// set records s for key and reports whether key is new.
+// set records s for key and reports whether key is new. A changed state's
+// strings are stored once for all models (a pass's are copies).
 func (c *modelInfo) set(key modelKey, s modelState) (added bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -193,6 +194,10 @@ func (c *modelInfo) set(key modelKey, s modelState) (added bool) {
 	if ok && old == s {
 		return false
 	}
+	if !ok {
+		key.namespace = intern(key.namespace)
+	}
+	s.version, s.phase, s.ready, s.reason = intern(s.version), intern(s.phase), intern(s.ready), intern(s.reason)
 	c.models[key] = s
 	return !ok
 }
@@ -209,8 +214,7 @@ func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s.version, s.phase, s.ready, s.reason = intern(s.version), intern(s.phase), intern(s.ready), intern(s.reason)
-	if !m.modelInfo.set(modelKey{intern(namespace), name}, s) || m.namespaces[namespace] {
+	if !m.modelInfo.set(modelKey{namespace, name}, s) || m.namespaces[namespace] {
 		return
 	}
 	// The namespace's first model: its rollout and rollback counters start
