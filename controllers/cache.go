@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,8 @@ import (
 // (models selects the OpenMedModels of a shard; nil means all). Every pass
 // reads from the cache, so what the cache holds is the operator's memory:
 //
-//   - Deployments are pruned to what a decision reads (the operator's
+//   - Deployments (in the reconciler's own store, deployments.go) are
+//     pruned to what a decision reads (the operator's
 //     annotations and labels, the shard labels, replicas, strategy,
 //     deadline, paused, the preload env entry of each container, status),
 //     and their managedFields to the entries and fields that attribute
@@ -52,20 +54,19 @@ import (
 // hold (not claimed yet, or claimed before the label existed) from the API
 // server.
 //
-// Pods are not in the manager's cache: the reconciler keeps the pods of
-// baking versions in a store of its own, in a smaller shape (pods.go).
+// Deployments and pods are not in the manager's cache: the reconciler keeps
+// the claimed Deployments and the pods of baking versions in stores of its
+// own, in a smaller shape (deployments.go, pods.go).
 //
 // The reconciler works on unpruned objects too; the pruning only saves
 // memory.
 func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
-	keys := ShardLabels(models)
 	return map[client.Object]cache.ByObject{
 		&v1alpha1.OpenMedModel{}: {Label: models, Transform: PruneModel},
 		&corev1.ConfigMap{}: {
 			Label:     shardSelector(models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue),
 			Transform: PruneConfigMap,
 		},
-		&appsv1.Deployment{}:     {Label: shardSelector(models, v1alpha1.ClaimedLabel, "true"), Transform: deploymentPruner(keys)},
 		serviceAccountMetadata(): {Transform: PruneServiceAccount},
 	}
 }
@@ -112,23 +113,23 @@ func PruneServiceAccount(obj any) (any, error) {
 	return out, nil
 }
 
-// PruneDeployment is the cache transform for Deployments (see
-// CacheByObject). It keeps the object's identity, resourceVersion,
-// generation, managedFields, the operator's labels and the fields the
-// decision core reads.
-func PruneDeployment(obj any) (any, error) { return pruneDeployment(obj, nil) }
-
-// deploymentPruner is PruneDeployment keeping the shard labels keys too.
-func deploymentPruner(keys []string) func(any) (any, error) {
-	return func(obj any) (any, error) { return pruneDeployment(obj, keys) }
+// PruneDeployment returns a Deployment as the Deployment store keeps it
+// (see CacheByObject and deployments.go): the object's identity,
+// resourceVersion, generation, managedFields, the operator's labels and the
+// fields the decision core reads. Anything but a *appsv1.Deployment is
+// returned as it is.
+func PruneDeployment(obj any) (any, error) {
+	k, err := keepDeployment(obj, nil)
+	if kept, ok := k.(*keptDeployment); ok {
+		return kept.deployment(), nil
+	}
+	return k, err
 }
 
-func pruneDeployment(obj any, shard []string) (any, error) {
-	d, ok := obj.(*appsv1.Deployment)
-	if !ok {
-		return obj, nil
-	}
-	out := &appsv1.Deployment{TypeMeta: d.TypeMeta}
+// pruneDeployment returns what the Deployment store keeps of d, shard
+// being the shard label keys kept beside the operator's labels.
+func pruneDeployment(d *appsv1.Deployment, shard []string) *appsv1.Deployment {
+	out := &appsv1.Deployment{TypeMeta: deploymentTypeMeta}
 	out.Namespace, out.Name, out.UID = intern(d.Namespace), d.Name, d.UID
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
@@ -168,7 +169,7 @@ func pruneDeployment(obj any, shard []string) (any, error) {
 		c := &out.Status.Conditions[i]
 		c.Type, c.Reason, c.Message = appsv1.DeploymentConditionType(intern(string(c.Type))), intern(c.Reason), ""
 	}
-	return out, nil
+	return out
 }
 
 // PruneModel is the cache transform for OpenMedModels (see CacheByObject).
@@ -198,9 +199,20 @@ func PruneModel(obj any) (any, error) {
 		h.Version, h.SpecHash, h.ManifestHash = intern(h.Version), intern(h.SpecHash), intern(h.ManifestHash)
 		internSpec(&h.Spec)
 	}
-	for _, n := range []*v1alpha1.NormalizedSpec{st.LastSuccessfulSpec, st.PreviousSuccessfulSpec, st.RollbackSpec} {
-		if n != nil {
-			internSpec(n)
+	for _, n := range []**v1alpha1.NormalizedSpec{&st.LastSuccessfulSpec, &st.PreviousSuccessfulSpec, &st.RollbackSpec} {
+		if *n == nil {
+			continue
+		}
+		internSpec(*n)
+		// The last and previous successful specs (and a rollback's) are
+		// mostly those of history entries: they share the entry's copy.
+		// A cached object is never changed, and what the cache hands out is
+		// a deep copy, with copies of its own.
+		for i := range st.History {
+			if equality.Semantic.DeepEqual(**n, st.History[i].Spec) {
+				*n = &st.History[i].Spec
+				break
+			}
 		}
 	}
 	return m, nil

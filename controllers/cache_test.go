@@ -17,8 +17,9 @@ import (
 	"github.com/openmed/openmed-operator/pkg/target"
 )
 
-// TestPrunedDeploymentDecidesTheSame: the cache keeps Deployments pruned
-// (controllers.PruneDeployment). For every target shape, with the
+// TestPrunedDeploymentDecidesTheSame: the Deployment store keeps
+// Deployments pruned (controllers.PruneDeployment), in a compact shape it
+// rebuilds them from exactly. For every target shape, with the
 // operator's pointer applied and then changed by `kubectl set env`, drift
 // detection and its attribution read the same from the pruned copy as from
 // the full object, and so does a whole pass of the core.
@@ -61,6 +62,11 @@ func TestPrunedDeploymentDecidesTheSame(t *testing.T) {
 			}
 			full := getDeployment(t, ns, "svc")
 			pruned := prune(t, full)
+			// The store keeps it compact and hands out exactly what
+			// pruning keeps.
+			if kept, want := controllers.KeptAndPruned(full); !reflect.DeepEqual(kept, want) {
+				t.Errorf("the Deployment store hands out\n%+v\nnot what pruning keeps\n%+v", kept, want)
+			}
 			if a, b := rollout.DetectDrift(full, spec, owner, cmName, hash, rollout.DefaultFieldManager),
 				rollout.DetectDrift(pruned, spec, owner, cmName, hash, rollout.DefaultFieldManager); !reflect.DeepEqual(a, b) || len(a) == 0 {
 				t.Errorf("drift from the full object %v, from the pruned one %v", a, b)

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -52,13 +51,6 @@ const StatusFieldOwner = "openmed-operator-status"
 // kopfFinalizer is the reference operator's finalizer; a migrated resource
 // still carries it and must not keep it, or deletion would wait for Kopf.
 const kopfFinalizer = "kopf.zalando.org/KopfFinalizerMarker"
-
-// Index keys: OpenMedModels by the Deployments they target, manifest
-// ConfigMaps by the UID of the OpenMedModel that controls them.
-const (
-	targetIndexKey = ".openmed.targetName"
-	ownerIndexKey  = ".openmed.ownerUID"
-)
 
 // lagRecheck is how long a pass that found the cache behind the operator's
 // own write waits at most; the watch event that brings the write normally
@@ -125,6 +117,8 @@ type OpenMedModelReconciler struct {
 	targetLag *cacheLag
 	pods      *podStore
 	pending   *podStore
+	// deployments are the claimed Deployments (deployments.go).
+	deployments *deploymentStore
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
@@ -193,27 +187,23 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
 	r.modelLag, r.targetLag = newCacheLag(), newCacheLag()
 
-	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(ctx, &v1alpha1.OpenMedModel{}, targetIndexKey, func(o client.Object) []string {
-		desired, previous := rollout.TargetNames(o.(*v1alpha1.OpenMedModel))
-		return append([]string{desired}, previous...)
-	}); err != nil {
+	if err := addIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, targetIndexKey, indexModelsByTarget); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
 	}
-	if err := indexer.IndexField(ctx, &corev1.ConfigMap{}, ownerIndexKey, func(o client.Object) []string {
-		if ref := metav1.GetControllerOfNoCopy(o); ref != nil && ref.Kind == "OpenMedModel" {
-			return []string{string(ref.UID)}
-		}
-		return nil
-	}); err != nil {
+	if err := addIndex(ctx, mgr.GetCache(), &corev1.ConfigMap{}, ownerIndexKey, indexConfigMapsByOwner); err != nil {
 		return fmt.Errorf("index ConfigMaps by owner: %w", err)
 	}
 
-	// The pods of baking versions, in a store of their own (see pods.go).
+	// The stores of the reconciler's own watch with this client.
 	watcher, err := client.NewWithWatch(mgr.GetConfig(), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
-		return fmt.Errorf("pod store client: %w", err)
+		return fmt.Errorf("store client: %w", err)
 	}
+	// The claimed Deployments, in a store of their own (see deployments.go).
+	if r.deployments, err = newDeploymentStore(watcher, opts.Namespace, deployments, r.shardLabels, r.requestsForDeployment); err != nil {
+		return fmt.Errorf("Deployment store: %w", err)
+	}
+	// The pods of baking versions, in another (see pods.go).
 	if r.pods, err = newBakePodStore(watcher, opts.Namespace); err != nil {
 		return fmt.Errorf("pod store: %w", err)
 	}
@@ -242,7 +232,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			predicate.Funcs{UpdateFunc: r.awaitedUpdate},
 		))).
 		Owns(&corev1.ConfigMap{}).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.requestsForDeployment)).
+		WatchesRawSource(r.deployments).
 		WatchesRawSource(r.pods).
 		WatchesRawSource(r.pending).
 		WithOptions(copts).
@@ -672,29 +662,26 @@ func nodeReady(n *corev1.Node) bool {
 }
 
 // targetDeployment reads a Deployment the model targets, or targeted. The
-// cache holds the Deployments the operator claimed (ClaimedLabel, and the
-// shard's labels); one it does not hold is read from the API server, once
-// per pass: a target no model claimed yet (the first rollout's one extra
+// Deployment store holds the Deployments the operator claimed
+// (ClaimedLabel, and the shard's labels); one it does not hold is read from
+// the API server, once per pass: a target no model claimed yet (the first rollout's one extra
 // request), a Deployment claimed before the label existed (labelled by the
 // pass's apply, without a roll), or one whose label somebody removed. One
 // the operator just wrote and the cache does not show yet is waited for.
 func (r *OpenMedModelReconciler) targetDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, targetRead, error) {
-	dep := &appsv1.Deployment{}
 	key := types.NamespacedName{Namespace: namespace, Name: name}
-	err := r.Get(ctx, key, dep)
-	switch {
-	case err == nil:
+	if dep := r.deployments.get(key); dep != nil {
 		if r.targetLag.behind(key, dep.UID, dep.ResourceVersion, dep.Generation) {
 			return nil, targetWaiting, nil
 		}
 		return dep, targetCached, nil
-	case !apierrors.IsNotFound(err):
-		return nil, targetCached, fmt.Errorf("read Deployment %s from the cache: %w", key, err)
-	case r.targetLag.expecting(key):
+	}
+	if r.targetLag.expecting(key) {
 		// Written by the operator: the watch event that brings the claim
 		// (or takes a finished release out) has not arrived yet.
 		return nil, targetWaiting, nil
 	}
+	dep := &appsv1.Deployment{}
 	if err := r.APIReader.Get(ctx, key, dep); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, targetDirect, nil

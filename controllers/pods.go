@@ -253,19 +253,7 @@ type podStore struct {
 // picks, kept by transform. It starts with the controller (Start) and stops
 // with it.
 func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptions, transform toolscache.TransformFunc, description string) (*podStore, error) {
-	options := func(o metav1.ListOptions) *client.ListOptions {
-		o.LabelSelector, o.FieldSelector = selector.LabelSelector, selector.FieldSelector
-		return &client.ListOptions{Namespace: namespace, Limit: o.Limit, Continue: o.Continue, Raw: &o}
-	}
-	lw := &toolscache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			list := &corev1.PodList{}
-			return list, c.List(ctx, list, options(o))
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return c.Watch(ctx, &corev1.PodList{}, options(o))
-		},
-	}
+	lw := listWatch(c, namespace, selector, func() client.ObjectList { return &corev1.PodList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
 		Indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
 			if p, ok := obj.(keptPod); ok && p.ownerKey() != "" {
@@ -279,6 +267,24 @@ func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptio
 		return nil, err
 	}
 	return &podStore{informer: inf, description: description}, nil
+}
+
+// listWatch lists and watches, with c, the objects of newList's kind that
+// selector picks in namespace ("" for all).
+func listWatch(c client.WithWatch, namespace string, selector metav1.ListOptions, newList func() client.ObjectList) *toolscache.ListWatch {
+	options := func(o metav1.ListOptions) *client.ListOptions {
+		o.LabelSelector, o.FieldSelector = selector.LabelSelector, selector.FieldSelector
+		return &client.ListOptions{Namespace: namespace, Limit: o.Limit, Continue: o.Continue, Raw: &o}
+	}
+	return &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			list := newList()
+			return list, c.List(ctx, list, options(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, newList(), options(o))
+		},
+	}
 }
 
 // newBakePodStore is the store of the pods that carry the bake label,

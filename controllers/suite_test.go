@@ -283,10 +283,12 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 type operator struct {
 	writes   *writeCounter
 	registry *prometheus.Registry
-	// cache is the manager's cache: what the operator holds in memory.
-	cache  cache.Cache
-	cancel context.CancelFunc
-	done   chan error
+	// cache is the manager's cache and reconciler the operator: what it
+	// holds in memory (Deployments: reconciler.HoldsDeployment).
+	cache      cache.Cache
+	reconciler *controllers.OpenMedModelReconciler
+	cancel     context.CancelFunc
+	done       chan error
 }
 
 // startOperator runs the reconciler in a fresh manager until stop. Each call
@@ -356,7 +358,7 @@ func startOperatorShard(t *testing.T, namespace, defaultServiceAccount string, m
 		cancel()
 		t.Fatal(err)
 	}
-	op := &operator{writes: writes, registry: registry, cache: mgr.GetCache(), cancel: cancel, done: make(chan error, 1)}
+	op := &operator{writes: writes, registry: registry, cache: mgr.GetCache(), reconciler: r, cancel: cancel, done: make(chan error, 1)}
 	go func() { op.done <- mgr.Start(ctx) }()
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		cancel()

@@ -1,0 +1,297 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"unique"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// The Deployments the operator claimed are not in the manager's cache
+// either: a cached *appsv1.Deployment costs about 4 KiB however much is
+// pruned from it (its structs alone are 1.6 KiB, its label and annotation
+// maps and its managedFields most of the rest). The Deployment store is an
+// informer of its own that keeps a keptDeployment per Deployment — what
+// PruneDeployment keeps, about a third of the size — and a source that
+// wakes the models of a Deployment that changed.
+
+// keptDeployment is a Deployment as the Deployment store keeps it: exactly
+// what PruneDeployment keeps, in a smaller shape; deployment returns it as
+// the pruned *appsv1.Deployment.
+type keptDeployment struct {
+	// ObjectMeta holds the namespace, name, uid, resourceVersion,
+	// generation and the creation and deletion times only.
+	metav1.ObjectMeta
+
+	// labels, annotations, templateLabels and templateAnnotations are the
+	// kept labels and annotations as key, value pairs sorted by key.
+	labels, annotations, templateLabels, templateAnnotations []string
+
+	// managedFields are the pruned managedFields entries.
+	managedFields []keptFields
+
+	replicas, progressDeadlineSeconds *int32
+	paused                            bool
+	strategy                          appsv1.DeploymentStrategy
+	// containers are each container's name and preload env entry.
+	containers []keptContainer
+	status     appsv1.DeploymentStatus
+}
+
+// keptFields is a pruned managedFields entry. Its field set is stored once
+// for all the entries that have the same one (unique.Handle): the entries
+// of one manager on Deployments of one shape are alike.
+type keptFields struct {
+	manager, apiVersion, fieldsType, subresource string
+	operation                                    metav1.ManagedFieldsOperationType
+	time                                         *metav1.Time
+	fields                                       unique.Handle[string]
+	// hasFields: the entry had a field set (fields is its JSON).
+	hasFields bool
+}
+
+// keptContainer is a container's name and its preload env entries.
+type keptContainer struct {
+	name string
+	env  []corev1.EnvVar
+}
+
+// keepDeployment is the Deployment store's transform: a *appsv1.Deployment
+// becomes the *keptDeployment of what pruneDeployment keeps (shard are the
+// shard label keys); anything else (a tombstone) is returned as it is.
+func keepDeployment(obj any, shard []string) (any, error) {
+	d, ok := obj.(*appsv1.Deployment)
+	if !ok {
+		return obj, nil
+	}
+	p := pruneDeployment(d, shard)
+	k := &keptDeployment{
+		labels:                  pairs(p.Labels),
+		annotations:             pairs(p.Annotations),
+		templateLabels:          pairs(p.Spec.Template.Labels),
+		templateAnnotations:     pairs(p.Spec.Template.Annotations),
+		replicas:                p.Spec.Replicas,
+		progressDeadlineSeconds: p.Spec.ProgressDeadlineSeconds,
+		paused:                  p.Spec.Paused,
+		strategy:                p.Spec.Strategy,
+		status:                  p.Status,
+	}
+	k.Namespace, k.Name, k.UID, k.ResourceVersion, k.Generation = p.Namespace, p.Name, p.UID, p.ResourceVersion, p.Generation
+	k.CreationTimestamp, k.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
+	if n := len(p.ManagedFields); n > 0 {
+		k.managedFields = make([]keptFields, n)
+		for i, e := range p.ManagedFields {
+			f := keptFields{manager: e.Manager, apiVersion: e.APIVersion, fieldsType: intern(e.FieldsType),
+				subresource: e.Subresource, operation: e.Operation, time: e.Time}
+			if e.FieldsV1 != nil {
+				f.fields, f.hasFields = unique.Make(string(e.FieldsV1.Raw)), true
+			}
+			k.managedFields[i] = f
+		}
+	}
+	if n := len(p.Spec.Template.Spec.Containers); n > 0 {
+		k.containers = make([]keptContainer, n)
+		for i, c := range p.Spec.Template.Spec.Containers {
+			k.containers[i] = keptContainer{name: intern(c.Name), env: c.Env}
+		}
+	}
+	return k, nil
+}
+
+// pairs returns m's keys and values, sorted by key, in one slice; nil for
+// an empty map. The strings are the interned ones operatorKeys kept.
+func pairs(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]string, 0, 2*len(keys))
+	for _, k := range keys {
+		out = append(out, k, m[k])
+	}
+	return out
+}
+
+// toMap is the inverse of pairs.
+func toMap(kv []string) map[string]string {
+	if len(kv) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// lookup returns the value of key in kv (pairs), "" when absent.
+func lookup(kv []string, key string) string {
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == key {
+			return kv[i+1]
+		}
+	}
+	return ""
+}
+
+// deploymentTypeMeta is the kind of every Deployment the store returns.
+var deploymentTypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"}
+
+// deployment returns the kept Deployment as the pruned *appsv1.Deployment
+// (PruneDeployment's result), a copy the caller may change.
+func (k *keptDeployment) deployment() *appsv1.Deployment {
+	d := &appsv1.Deployment{TypeMeta: deploymentTypeMeta}
+	k.ObjectMeta.DeepCopyInto(&d.ObjectMeta)
+	d.Labels, d.Annotations = toMap(k.labels), toMap(k.annotations)
+	if n := len(k.managedFields); n > 0 {
+		d.ManagedFields = make([]metav1.ManagedFieldsEntry, n)
+		for i, f := range k.managedFields {
+			e := metav1.ManagedFieldsEntry{Manager: f.manager, Operation: f.operation, APIVersion: f.apiVersion,
+				FieldsType: f.fieldsType, Subresource: f.subresource}
+			if f.time != nil {
+				e.Time = f.time.DeepCopy()
+			}
+			if f.hasFields {
+				e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(f.fields.Value())}
+			}
+			d.ManagedFields[i] = e
+		}
+	}
+	spec := &d.Spec
+	if k.replicas != nil {
+		spec.Replicas = ptr.To(*k.replicas)
+	}
+	if k.progressDeadlineSeconds != nil {
+		spec.ProgressDeadlineSeconds = ptr.To(*k.progressDeadlineSeconds)
+	}
+	spec.Paused = k.paused
+	k.strategy.DeepCopyInto(&spec.Strategy)
+	spec.Template.Labels, spec.Template.Annotations = toMap(k.templateLabels), toMap(k.templateAnnotations)
+	if n := len(k.containers); n > 0 {
+		spec.Template.Spec.Containers = make([]corev1.Container, n)
+		for i, c := range k.containers {
+			out := &spec.Template.Spec.Containers[i]
+			out.Name = c.name
+			for _, e := range c.env {
+				out.Env = append(out.Env, *e.DeepCopy())
+			}
+		}
+	}
+	k.status.DeepCopyInto(&d.Status)
+	return d
+}
+
+// owner returns the kept openmed.ai/model-resource annotation.
+func (k *keptDeployment) owner() string {
+	return lookup(k.annotations, v1alpha1.ModelResourceAnnotation)
+}
+
+// deploymentStore is an informer of the Deployments the operator claimed
+// (v1alpha1.ClaimedLabel and the shard's requirements), in the manager's
+// namespace or all of them, each kept as a keptDeployment; as a source it
+// wakes the models of a Deployment that was added, changed or went, and
+// makes the controller wait for its first list.
+type deploymentStore struct {
+	informer toolscache.SharedIndexInformer
+	// requests maps a Deployment's metadata (namespace, name, uid,
+	// resourceVersion, generation, the owner annotation) to the models to
+	// wake.
+	requests func(context.Context, client.Object) []reconcile.Request
+}
+
+const deploymentStoreDescription = "claimed Deployments"
+
+// newDeploymentStore builds the store on a watching client: the
+// Deployments selector picks, pruned for the shard label keys shard. It
+// starts with the controller (Start) and stops with it.
+func newDeploymentStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string,
+	requests func(context.Context, client.Object) []reconcile.Request) (*deploymentStore, error) {
+	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &appsv1.DeploymentList{} })
+	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &appsv1.Deployment{}, toolscache.SharedIndexInformerOptions{
+		ObjectDescription: deploymentStoreDescription,
+	})
+	if err := inf.SetTransform(func(obj any) (any, error) { return keepDeployment(obj, shard) }); err != nil {
+		return nil, err
+	}
+	return &deploymentStore{informer: inf, requests: requests}, nil
+}
+
+// get returns the kept Deployment namespace/name as a pruned
+// *appsv1.Deployment, or nil when the store does not hold it.
+func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
+	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !ok {
+		return nil
+	}
+	k, ok := obj.(*keptDeployment)
+	if !ok {
+		return nil
+	}
+	return k.deployment()
+}
+
+var _ source.TypedSyncingSource[reconcile.Request] = (*deploymentStore)(nil)
+
+// Start runs the informer until ctx ends and enqueues, for every
+// Deployment added, changed or gone, the models requests maps it to (for a
+// change, those of the old and of the new version).
+func (s *deploymentStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	handle := func(objs ...any) {
+		for _, obj := range objs {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			k, ok := obj.(*keptDeployment)
+			if !ok {
+				continue
+			}
+			meta := &metav1.PartialObjectMetadata{TypeMeta: deploymentTypeMeta}
+			meta.Namespace, meta.Name, meta.UID = k.Namespace, k.Name, k.UID
+			meta.ResourceVersion, meta.Generation = k.ResourceVersion, k.Generation
+			if owner := k.owner(); owner != "" {
+				meta.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: owner}
+			}
+			for _, req := range s.requests(ctx, meta) {
+				q.Add(req)
+			}
+		}
+	}
+	if _, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { handle(obj) },
+		UpdateFunc: func(oldObj, newObj any) { handle(oldObj, newObj) },
+		DeleteFunc: func(obj any) { handle(obj) },
+	}); err != nil {
+		return fmt.Errorf("watch %s: %w", deploymentStoreDescription, err)
+	}
+	go s.informer.RunWithContext(ctx)
+	return nil
+}
+
+// WaitForSync waits for the first list: no pass reads a target from a
+// store that has not seen it yet.
+func (s *deploymentStore) WaitForSync(ctx context.Context) error {
+	if !toolscache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		return fmt.Errorf("the store of %s did not sync", deploymentStoreDescription)
+	}
+	return nil
+}
+
+func (s *deploymentStore) String() string { return deploymentStoreDescription }

@@ -1,0 +1,21 @@
+package controllers
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// HoldsDeployment reports whether the reconciler's Deployment store
+// (deployments.go) holds the Deployment key: what the operator keeps in
+// memory of Deployments, for the tests of package controllers_test.
+func (r *OpenMedModelReconciler) HoldsDeployment(key types.NamespacedName) bool {
+	return r.deployments != nil && r.deployments.get(key) != nil
+}
+
+// KeptAndPruned returns d as the Deployment store hands it out (kept
+// compact, then rebuilt) and as pruning alone leaves it: the two must be
+// the same.
+func KeptAndPruned(d *appsv1.Deployment) (kept, pruned *appsv1.Deployment) {
+	k, _ := keepDeployment(d.DeepCopy(), nil)
+	return k.(*keptDeployment).deployment(), pruneDeployment(d.DeepCopy(), nil)
+}

@@ -1,0 +1,75 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+)
+
+// The reconciler's two indexes are added to the manager's informers with
+// each value under one key, "namespace/value". controller-runtime's
+// IndexField keeps every value of a namespaced object twice (also under
+// "__all_namespaces/value", for a List across namespaces, which the
+// reconciler never makes), and every value of these indexes is one model's
+// own, so each key costs a set of its own: about 0.3 KiB a model for each.
+// They are read with the cache's List and client.MatchingFields in one
+// namespace, which looks up "namespace/value" in the informer's index
+// named "field:" and the field (controller-runtime's naming, see
+// fieldIndexName).
+const (
+	// targetIndexKey indexes OpenMedModels by the name of each Deployment
+	// they target or targeted.
+	targetIndexKey = ".openmed.targetName"
+	// ownerIndexKey indexes ConfigMaps by the UID of the OpenMedModel that
+	// controls them.
+	ownerIndexKey = ".openmed.ownerUID"
+)
+
+// fieldIndexName is the name controller-runtime's cache gives the index of
+// a field (its internal.FieldIndexName): a List with
+// client.MatchingFields{field: v} in namespace ns reads the key "ns/v" of
+// it.
+func fieldIndexName(field string) string { return "field:" + field }
+
+// indexModelsByTarget is targetIndexKey's function.
+func indexModelsByTarget(obj any) ([]string, error) {
+	m, ok := obj.(*v1alpha1.OpenMedModel)
+	if !ok {
+		return nil, nil
+	}
+	desired, previous := rollout.TargetNames(m)
+	keys := make([]string, 0, 1+len(previous))
+	for _, name := range append([]string{desired}, previous...) {
+		keys = append(keys, m.Namespace+"/"+name)
+	}
+	return keys, nil
+}
+
+// indexConfigMapsByOwner is ownerIndexKey's function.
+func indexConfigMapsByOwner(obj any) ([]string, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOfNoCopy(cm); ref != nil && ref.Kind == "OpenMedModel" {
+		return []string{cm.Namespace + "/" + string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+// addIndex adds the index of field (f) to the manager cache's informer of
+// obj's kind.
+func addIndex(ctx context.Context, c cache.Cache, obj client.Object, field string, f toolscache.IndexFunc) error {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	return inf.AddIndexers(toolscache.Indexers{fieldIndexName(field): f})
+}
