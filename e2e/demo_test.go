@@ -37,11 +37,31 @@ func startDemo(t *testing.T, args ...string) *demoRun {
 	t.Helper()
 	cmd := exec.Command(demoBinary, append([]string{"--operator-binary=" + operatorBinary}, args...)...)
 	// The demo must start its own cluster, whatever the caller's shell has.
+	// Its working folder goes under one of the test's: a second Ctrl-C
+	// exits at once and leaves the folder behind, which the test removes.
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KUBECONFIG=") {
+		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "TMPDIR=") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	tmp, err := os.MkdirTemp("", "openmed-demo-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Runs after the demo was killed and waited for (cleanups run last
+	// first); what it started may still be exiting, so the removal is
+	// retried for a while and a failure only logged.
+	t.Cleanup(func() {
+		var err error
+		for range 50 {
+			if err = os.RemoveAll(tmp); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("remove the demo's folder: %v", err)
+	})
+	cmd.Env = append(cmd.Env, "TMPDIR="+tmp)
 	// A plain pipe rather than StdoutPipe: the output is read to its end
 	// while StartChild's goroutine waits for the process.
 	stdout, w, err := os.Pipe()
