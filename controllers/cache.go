@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"strings"
+	"sync"
 	"unique"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,39 +25,39 @@ import (
 // CacheByObject returns the cache settings the reconciler is built for; a
 // manager that runs it should pass them in ctrl.Options.Cache.ByObject
 // (models selects the OpenMedModels of a shard; nil means all). Every pass
-// reads from the cache, so what the cache holds is the operator's memory:
+// reads from the caches, so what they hold is the operator's memory:
 //
-//   - Deployments (in the reconciler's own store, deployments.go) are
-//     pruned to what a decision reads (the operator's
-//     annotations and labels, the shard labels, replicas, strategy,
-//     deadline, paused, the preload env entry of each container, status),
-//     and their managedFields to the entries and fields that attribute
-//     those: image, probes, resources, other labels and annotations (a
-//     client-side apply's last-applied-configuration can be the size of
-//     the object) are dropped.
 //   - ConfigMaps are only the ones the operator created (its managed-by
-//     label), with their name and owner only: a manifest ConfigMap is
-//     immutable and named by the hash of its content, so its owner and name
-//     say what it holds.
+//     label), with their name and owner only (and, in a shard, their shard
+//     labels): a manifest ConfigMap is immutable and named by the hash of
+//     its content, so its owner and name say what it holds.
 //   - OpenMedModels are kept whole but for managedFields and the
 //     annotations the operator does not read (a client-side apply's
 //     last-applied-configuration); the strings every resource repeats
-//     (condition types, reasons and messages) are stored once.
+//     (condition types, reasons and messages) are stored once, and the
+//     last and previous successful specs share the history entry that has
+//     the same spec.
 //   - ServiceAccounts are read by metadata, pruned to their names, and only
 //     once a model names one (the informer starts with the first read):
 //     the writes of a model are never made as one that does not exist.
+//
+// Deployments and pods are not in the manager's cache: the reconciler keeps
+// the claimed Deployments and the pods of baking versions in stores of its
+// own, in a smaller shape (deployments.go, pods.go). A Deployment is pruned
+// to what a decision reads (PruneDeployment: the operator's annotations and
+// labels, the shard labels, replicas, strategy, deadline, paused, the
+// preload env entry of each container, status), and its managedFields to
+// the entries and fields that attribute those: image, probes, resources,
+// other labels and annotations (a client-side apply's
+// last-applied-configuration can be the size of the object) are dropped.
 //
 // Deployments and ConfigMaps are selected by the labels the operator puts on
 // what it writes (v1alpha1.ClaimedLabel on a Deployment's metadata, the
 // managed-by label on a ConfigMap) and by the shard's requirements (the model's
 // shard labels go with them): a Deployment no model of the shard targets
-// is not cached at all. The reconciler reads a target the cache does not
+// is not held at all. The reconciler reads a target its store does not
 // hold (not claimed yet, or claimed before the label existed) from the API
 // server.
-//
-// Deployments and pods are not in the manager's cache: the reconciler keeps
-// the claimed Deployments and the pods of baking versions in stores of its
-// own, in a smaller shape (deployments.go, pods.go).
 //
 // The reconciler works on unpruned objects too; the pruning only saves
 // memory.
@@ -65,7 +66,7 @@ func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 		&v1alpha1.OpenMedModel{}: {Label: models, Transform: PruneModel},
 		&corev1.ConfigMap{}: {
 			Label:     shardSelector(models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue),
-			Transform: PruneConfigMap,
+			Transform: configMapPruner(ShardLabels(models)),
 		},
 		serviceAccountMetadata(): {Transform: PruneServiceAccount},
 	}
@@ -114,7 +115,7 @@ func PruneServiceAccount(obj any) (any, error) {
 }
 
 // PruneDeployment returns a Deployment as the Deployment store keeps it
-// (see CacheByObject and deployments.go): the object's identity,
+// (deployments.go): the object's identity,
 // resourceVersion, generation, managedFields, the operator's labels and the
 // fields the decision core reads. Anything but a *appsv1.Deployment is
 // returned as it is.
@@ -206,8 +207,8 @@ func PruneModel(obj any) (any, error) {
 		internSpec(*n)
 		// The last and previous successful specs (and a rollback's) are
 		// mostly those of history entries: they share the entry's copy.
-		// A cached object is never changed, and what the cache hands out is
-		// a deep copy, with copies of its own.
+		// A cached object is only ever read (what the cache's Get and List
+		// hand out is a deep copy, with copies of its own).
 		for i := range st.History {
 			if equality.Semantic.DeepEqual(**n, st.History[i].Spec) {
 				*n = &st.History[i].Spec
@@ -253,6 +254,52 @@ func PruneConfigMap(obj any) (any, error) {
 		out.Data = cm.Data
 	}
 	return out, nil
+}
+
+// configMapPruner is PruneConfigMap keeping the shard label keys too: a
+// pass compares a manifest ConfigMap's shard labels with its model's and
+// labels it when they differ (a model that moved between shards). Each
+// distinct set of them is stored once for all ConfigMaps (sharedLabels).
+func configMapPruner(keys []string) func(any) (any, error) {
+	if len(keys) == 0 {
+		return PruneConfigMap
+	}
+	return func(obj any) (any, error) {
+		out, err := PruneConfigMap(obj)
+		if cm, ok := obj.(*corev1.ConfigMap); ok && err == nil {
+			out.(*corev1.ConfigMap).Labels = sharedLabels(cm.Labels, keys)
+		}
+		return out, err
+	}
+}
+
+// labelSets holds one map for each distinct set of shard labels cached
+// objects carry, by its canonical form: a shard has a few such sets,
+// whatever the number of objects. The maps are only read.
+var labelSets sync.Map
+
+// sharedLabels returns labels' values of keys as the one map kept for that
+// set; nil when labels has none of keys.
+func sharedLabels(labels map[string]string, keys []string) map[string]string {
+	var b strings.Builder
+	var m map[string]string
+	for _, k := range keys {
+		if v, ok := labels[k]; ok {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[k] = v
+			b.WriteString(k)
+			b.WriteByte('=')
+			b.WriteString(v)
+			b.WriteByte(0)
+		}
+	}
+	if m == nil {
+		return nil
+	}
+	kept, _ := labelSets.LoadOrStore(b.String(), m)
+	return kept.(map[string]string)
 }
 
 // pruneManagedFields keeps, of each managedFields entry, the fields drift

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"unique"
@@ -15,6 +16,8 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
@@ -215,6 +218,8 @@ type deploymentStore struct {
 	// resourceVersion, generation, the owner annotation) to the models to
 	// wake.
 	requests func(context.Context, client.Object) []reconcile.Request
+	// registration is Start's event handler.
+	registration toolscache.ResourceEventHandlerRegistration
 }
 
 const deploymentStoreDescription = "claimed Deployments"
@@ -250,45 +255,70 @@ func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*deploymentStore)(nil)
 
-// Start runs the informer until ctx ends and enqueues, for every
-// Deployment added, changed or gone, the models requests maps it to (for a
-// change, those of the old and of the new version).
+// Start runs the informer until ctx ends and hands every Deployment added,
+// changed or gone to controller-runtime's EnqueueRequestsFromMapFunc with
+// requests, as a Watches of Deployments would: the models of the old and of
+// the new version of a change are woken, those of the first list and of a
+// relist (an update to the same resourceVersion) at low priority.
 func (s *deploymentStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	handle := func(objs ...any) {
-		for _, obj := range objs {
+	h := handler.EnqueueRequestsFromMapFunc(s.requests)
+	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if m := keptMeta(obj); m != nil {
+				h.Create(ctx, event.CreateEvent{Object: m, IsInInitialList: isInInitialList}, q)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			if o, n := keptMeta(oldObj), keptMeta(newObj); o != nil && n != nil {
+				h.Update(ctx, event.UpdateEvent{ObjectOld: o, ObjectNew: n}, q)
+			}
+		},
+		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			k, ok := obj.(*keptDeployment)
-			if !ok {
-				continue
+			if m := keptMeta(obj); m != nil {
+				h.Delete(ctx, event.DeleteEvent{Object: m}, q)
 			}
-			meta := &metav1.PartialObjectMetadata{TypeMeta: deploymentTypeMeta}
-			meta.Namespace, meta.Name, meta.UID = k.Namespace, k.Name, k.UID
-			meta.ResourceVersion, meta.Generation = k.ResourceVersion, k.Generation
-			if owner := k.owner(); owner != "" {
-				meta.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: owner}
-			}
-			for _, req := range s.requests(ctx, meta) {
-				q.Add(req)
-			}
-		}
-	}
-	if _, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { handle(obj) },
-		UpdateFunc: func(oldObj, newObj any) { handle(oldObj, newObj) },
-		DeleteFunc: func(obj any) { handle(obj) },
-	}); err != nil {
+		},
+	})
+	if err != nil {
 		return fmt.Errorf("watch %s: %w", deploymentStoreDescription, err)
 	}
+	s.registration = reg
 	go s.informer.RunWithContext(ctx)
 	return nil
 }
 
-// WaitForSync waits for the first list: no pass reads a target from a
-// store that has not seen it yet.
+// keptMeta returns what requests reads of a kept Deployment (namespace,
+// name, uid, resourceVersion, generation, the owner annotation), nil for
+// anything else.
+func keptMeta(obj any) *metav1.PartialObjectMetadata {
+	k, ok := obj.(*keptDeployment)
+	if !ok {
+		return nil
+	}
+	m := &metav1.PartialObjectMetadata{TypeMeta: deploymentTypeMeta}
+	m.Namespace, m.Name, m.UID = k.Namespace, k.Name, k.UID
+	m.ResourceVersion, m.Generation = k.ResourceVersion, k.Generation
+	if owner := k.owner(); owner != "" {
+		m.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: owner}
+	}
+	return m
+}
+
+// WaitForSync waits for the first list and for its events to be handed
+// over: no pass reads a target from a store that has not seen it yet. A
+// cancelled ctx (the manager stopping) is not an error.
 func (s *deploymentStore) WaitForSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+	synced := []toolscache.InformerSynced{s.informer.HasSynced}
+	if s.registration != nil {
+		synced = append(synced, s.registration.HasSynced)
+	}
+	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return nil
+		}
 		return fmt.Errorf("the store of %s did not sync", deploymentStoreDescription)
 	}
 	return nil

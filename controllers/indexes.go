@@ -67,7 +67,7 @@ func indexConfigMapsByOwner(obj any) ([]string, error) {
 // addIndex adds the index of field (f) to the manager cache's informer of
 // obj's kind.
 func addIndex(ctx context.Context, c cache.Cache, obj client.Object, field string, f toolscache.IndexFunc) error {
-	inf, err := c.GetInformer(ctx, obj)
+	inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return err
 	}

@@ -122,8 +122,8 @@ type OpenMedModelReconciler struct {
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
-	// cachesDeployment says whether the Deployment cache selects a
-	// Deployment with these labels (CacheByObject).
+	// cachesDeployment says whether the Deployment store selects a
+	// Deployment with these labels.
 	cachesDeployment func(map[string]string) bool
 
 	mu          sync.Mutex
@@ -139,7 +139,9 @@ type Options struct {
 	// conflict; failed passes use the reconciler's own capped backoff.
 	RateLimiter workqueue.TypedRateLimiter[reconcile.Request]
 	// Namespace is the one namespace the manager's cache watches, "" for
-	// all: the store of the pods of baking versions watches the same.
+	// all: the reconciler's own stores (claimed Deployments, pods of
+	// baking versions, pods waiting for a node) watch the same. A cache of
+	// several namespaces is not supported: the stores would watch all.
 	Namespace string
 	// Models is the shard's selector of OpenMedModels (the operator's
 	// --watch-label-selector), the one passed to CacheByObject; nil for
@@ -556,9 +558,10 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	}
 	if obj.UID != "" {
 		var cms corev1.ConfigMapList
-		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err == nil {
-			observed.ConfigMaps = cms.Items
+		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err != nil {
+			return observed, read, fmt.Errorf("list the manifest ConfigMaps of OpenMedModel %s/%s from the cache: %w", obj.Namespace, obj.Name, err)
 		}
+		observed.ConfigMaps = cms.Items
 		// A claimed target in the cache says its model's ConfigMaps carry
 		// the same labels; one outside it may not.
 		if read == targetDirect {

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -206,6 +207,11 @@ func TestShardsSplitTheTargets(t *testing.T) {
 		t.Errorf("main shard's cache: want Deployment stays only")
 	case !holds(a, &corev1.ConfigMap{}, cm.Name) || holds(b, &corev1.ConfigMap{}, cm.Name):
 		t.Errorf("ConfigMap %s: want in shard a's cache only", cm.Name)
+	}
+	// Shard a's passes see the shard label on the ConfigMap they cached:
+	// none labels it again (a Ready pass reads the manifest ConfigMap).
+	if p := a.writes.requests(http.MethodPatch, "/configmaps/"+cm.Name); len(p) != 0 {
+		t.Errorf("shard a patched its model's ConfigMap %d times: %v", len(p), p)
 	}
 
 	// Move the model to the main shard.
