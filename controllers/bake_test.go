@@ -106,7 +106,7 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 	if c := condition(got, v1alpha1.DegradedCondition); c == nil || c.Status != metav1.ConditionTrue {
 		t.Errorf("Degraded = %+v", c)
 	}
-	msgs := eventMessages(t, ns, "svc", v1alpha1.RolloutFailedReason)
+	msgs := recordedEvents(t, ns, "svc", v1alpha1.RolloutFailedReason, 1)
 	if len(msgs) != 1 || !strings.Contains(msgs[0], rollout.BakeOOMKilled) {
 		t.Errorf("RolloutFailed events %q, want one naming %s (a pod the store must not hold was read if it says %s)", msgs, rollout.BakeOOMKilled, rollout.BakeContainerRestarted)
 	}

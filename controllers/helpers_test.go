@@ -276,6 +276,20 @@ func eventMessages(t *testing.T, ns, name, reason string) []string {
 	return out
 }
 
+// recordedEvents waits until at least n events of the object with reason
+// are stored and returns their messages. The operator's recorder writes
+// events asynchronously: a status that says what happened can be read
+// before the event that says it.
+func recordedEvents(t *testing.T, ns, name, reason string, n int) []string {
+	t.Helper()
+	var msgs []string
+	eventually(t, fmt.Sprintf("%d %s event(s) of %s", n, reason, name), func() (bool, string) {
+		msgs = eventMessages(t, ns, name, reason)
+		return len(msgs) >= n, fmt.Sprint(msgs)
+	})
+	return msgs
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {

@@ -82,7 +82,7 @@ func TestHPAAgainstReplicasIsAnOwnershipConflict(t *testing.T) {
 			t.Errorf("an ownership conflict after %d corrections: %+v", i, c)
 		}
 	}
-	msgs := eventMessages(t, ns, "svc", v1alpha1.DriftCorrectedReason)
+	msgs := recordedEvents(t, ns, "svc", v1alpha1.DriftCorrectedReason, rollout.ConflictThreshold)
 	if len(msgs) != rollout.ConflictThreshold {
 		t.Errorf("%d DriftCorrected events, want %d: %v", len(msgs), rollout.ConflictThreshold, msgs)
 	}

@@ -198,7 +198,7 @@ func TestImpersonation(t *testing.T) {
 			}
 		}
 		untouched(t, ns, "nobody")
-		if got := eventMessages(t, ns, "nobody", v1alpha1.AccessDeniedReason); len(got) != 1 {
+		if got := recordedEvents(t, ns, "nobody", v1alpha1.AccessDeniedReason, 1); len(got) != 1 {
 			t.Fatalf("AccessDenied events %q, want one", got)
 		}
 

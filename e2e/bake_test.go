@@ -81,7 +81,7 @@ func TestBake(t *testing.T) {
 		if hashes := podHashes(t, ns); hashes[v1Hash] != int(ptr.Deref(rolledBack.d.Spec.Replicas, 0)) || len(hashes) != 1 {
 			t.Errorf("pods by manifest hash %v, want only %s", hashes, v1Hash)
 		}
-		if msgs := eventMessages(t, ns, v1alpha1.RolloutFailedReason); len(msgs) != 1 || !strings.Contains(msgs[0], "ContainerRestarted") {
+		if msgs := recordedEvents(t, ns, v1alpha1.RolloutFailedReason, 1); len(msgs) != 1 || !strings.Contains(msgs[0], "ContainerRestarted") {
 			t.Errorf("RolloutFailed events %q, want one naming ContainerRestarted", msgs)
 		}
 	})

@@ -76,7 +76,7 @@ func TestScarceGPU(t *testing.T) {
 		if !strings.Contains(degraded.Message, "Insufficient "+string(gpu)) || !strings.Contains(degraded.Message, "progress deadline") {
 			t.Errorf("Degraded after the deadline: %q", degraded.Message)
 		}
-		if m := eventMessages(t, ns, v1alpha1.RolloutFailedReason); len(m) != 1 || !strings.Contains(m[0], "Insufficient "+string(gpu)) {
+		if m := recordedEvents(t, ns, v1alpha1.RolloutFailedReason, 1); len(m) != 1 || !strings.Contains(m[0], "Insufficient "+string(gpu)) {
 			t.Errorf("RolloutFailed events: %q", m)
 		}
 		// One event for the upgrade's pod (the first rollout may have

@@ -277,6 +277,19 @@ func eventMessages(t *testing.T, ns, reason string) []string {
 	return out
 }
 
+// recordedEvents waits until at least n of the model's events with reason
+// are stored and returns their messages: the operator's recorder writes
+// events asynchronously, after the status that says the same.
+func recordedEvents(t *testing.T, ns, reason string, n int) []string {
+	t.Helper()
+	var msgs []string
+	eventually(t, fmt.Sprintf("%d %s event(s)", n, reason), func() (bool, string) {
+		msgs = eventMessages(t, ns, reason)
+		return len(msgs) >= n, fmt.Sprint(msgs)
+	})
+	return msgs
+}
+
 // isGone is true when obj does not exist any more.
 func isGone(t *testing.T, obj client.Object) bool {
 	t.Helper()

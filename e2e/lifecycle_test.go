@@ -137,7 +137,7 @@ func TestBakeOnRealPodLifecycles(t *testing.T) {
 		if got, want := rec.templates(), []string{v1Hash, v2Hash, v1Hash}; !slices.Equal(got, want) {
 			t.Errorf("pod templates %v, want %v", got, want)
 		}
-		if msgs := eventMessages(t, ns, v1alpha1.RolloutFailedReason); len(msgs) != 1 || !strings.Contains(msgs[0], "ContainerRestarted") {
+		if msgs := recordedEvents(t, ns, v1alpha1.RolloutFailedReason, 1); len(msgs) != 1 || !strings.Contains(msgs[0], "ContainerRestarted") {
 			t.Errorf("RolloutFailed events %q, want one naming ContainerRestarted", msgs)
 		}
 	})
