@@ -74,6 +74,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			}
 			return fail(rollout.StepManifest, err)
 		}
+		r.manifestLag.created(p.key, p.obj.UID, cm.Name)
 	}
 	for _, l := range plan.LabelConfigMaps {
 		if err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, l.Labels); err != nil {

@@ -209,3 +209,62 @@ func (w *lagWrites) done() {
 		w.lag.wroteSelected(w.key, w.uid, w.last.gen, w.inCache, w.older...)
 	}
 }
+
+// manifestLag remembers, per model, the manifest ConfigMaps the operator
+// created (or labelled into the shard's cache) and the ConfigMap cache does
+// not show yet. A pass that misses one waits for its watch event (the
+// ConfigMap's create wakes its owner) instead of creating it again: a
+// second create would be answered AlreadyExists and cost a read to tell the
+// model's own ConfigMap from a foreign one. A record ends when the cache
+// shows the ConfigMap, or after lagExpiry (a ConfigMap deleted as soon as
+// it was created is then created again).
+type manifestLag struct {
+	mu   sync.Mutex
+	seen map[types.NamespacedName][]createdManifest
+}
+
+type createdManifest struct {
+	uid   types.UID // the model's
+	name  string
+	since time.Time
+}
+
+func newManifestLag() *manifestLag {
+	return &manifestLag{seen: map[types.NamespacedName][]createdManifest{}}
+}
+
+// created records that the ConfigMap name of model (uid) was written.
+func (l *manifestLag) created(model types.NamespacedName, uid types.UID, name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	recs := slices.DeleteFunc(l.seen[model], func(c createdManifest) bool { return c.name == name || c.uid != uid })
+	l.seen[model] = append(recs, createdManifest{uid: uid, name: name, since: time.Now()})
+}
+
+// missing reports whether a ConfigMap recorded for model (uid) is not among
+// cached: the cache has not caught up with the create. Records of the
+// ConfigMaps cached, of another uid or past lagExpiry are dropped.
+func (l *manifestLag) missing(model types.NamespacedName, uid types.UID, cached []string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	recs, ok := l.seen[model]
+	if !ok {
+		return false
+	}
+	recs = slices.DeleteFunc(recs, func(c createdManifest) bool {
+		return c.uid != uid || slices.Contains(cached, c.name) || time.Since(c.since) >= lagExpiry
+	})
+	if len(recs) == 0 {
+		delete(l.seen, model)
+		return false
+	}
+	l.seen[model] = recs
+	return true
+}
+
+// forget drops the records of model.
+func (l *manifestLag) forget(model types.NamespacedName) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.seen, model)
+}

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -44,6 +45,40 @@ func TestCacheLagExpectsOnlyWhatTheCacheSelects(t *testing.T) {
 			}
 			if !tc.want && lag.waiting(key) {
 				t.Error("the record stayed")
+			}
+		})
+	}
+}
+
+// TestManifestLagWaitsForTheCreatedConfigMap: a pass that misses a
+// ConfigMap the operator just created for the model waits (missing) until
+// the cache shows it; a record of the model's earlier incarnation (another
+// uid) or one past lagExpiry waits for nothing.
+func TestManifestLagWaitsForTheCreatedConfigMap(t *testing.T) {
+	model := types.NamespacedName{Namespace: "ns", Name: "m"}
+	for _, tc := range []struct {
+		name    string
+		uid     types.UID
+		cached  []string
+		expired bool
+		want    bool
+	}{
+		{"not cached yet", "uid", []string{"openmed-old"}, false, true},
+		{"cached", "uid", []string{"openmed-new", "openmed-old"}, false, false},
+		{"another model of the same name", "uid-2", nil, false, false},
+		{"past lagExpiry", "uid", nil, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lag := newManifestLag()
+			lag.created(model, "uid", "openmed-new")
+			if tc.expired {
+				lag.seen[model][0].since = time.Now().Add(-lagExpiry)
+			}
+			if got := lag.missing(model, tc.uid, tc.cached); got != tc.want {
+				t.Errorf("missing = %t, want %t", got, tc.want)
+			}
+			if !tc.want && len(lag.seen) != 0 {
+				t.Errorf("records left: %v", lag.seen)
 			}
 		})
 	}

@@ -115,8 +115,10 @@ type OpenMedModelReconciler struct {
 	unclaimed *backoff
 	modelLag  *cacheLag
 	targetLag *cacheLag
-	pods      *podStore
-	pending   *podStore
+	// manifestLag: the manifest ConfigMaps created and not cached yet.
+	manifestLag *manifestLag
+	pods        *podStore
+	pending     *podStore
 	// deployments are the claimed Deployments (deployments.go).
 	deployments *deploymentStore
 	// shardLabels are the label keys of the shard's selector
@@ -187,7 +189,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.shardLabels = ShardLabels(opts.Models)
 	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
-	r.modelLag, r.targetLag = newCacheLag(), newCacheLag()
+	r.modelLag, r.targetLag, r.manifestLag = newCacheLag(), newCacheLag(), newManifestLag()
 
 	if err := addIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, targetIndexKey, indexModelsByTarget); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
@@ -574,6 +576,15 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			}
 		}
 		sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
+		// A ConfigMap this operator created for the model and the cache
+		// does not show yet is waited for, not created again.
+		names := make([]string, len(observed.ConfigMaps))
+		for i := range observed.ConfigMaps {
+			names[i] = observed.ConfigMaps[i].Name
+		}
+		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, names) {
+			read = targetWaiting
+		}
 	}
 	return observed, read, nil
 }
@@ -613,7 +624,8 @@ const (
 	// (no model claimed it yet, or it was claimed before ClaimedLabel).
 	targetDirect
 	// targetWaiting: the cache has not caught up with the operator's own
-	// write to it; the pass waits for the watch event.
+	// write to it (or to a manifest ConfigMap of the model); the pass
+	// waits for the watch event.
 	targetWaiting
 )
 
@@ -857,6 +869,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.retries.forget(key)
 	r.unclaimed.forget(key)
 	r.modelLag.forget(key)
+	r.manifestLag.forget(key)
 	r.mu.Lock()
 	delete(r.rolloutFrom, key)
 	delete(r.unanswered, key)
