@@ -74,7 +74,13 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 			}
 			return fail(rollout.StepManifest, err)
 		}
-		r.manifestLag.created(p.key, p.obj.UID, cm.Name)
+		if r.cachesConfigMap(cm.Labels) {
+			// The cache will show it (the create, or a relabel of the
+			// model's own ConfigMap, leaves cm's labels on the shard
+			// keys): the next pass waits for it rather than creating
+			// it again. One the cache does not select is never waited for.
+			r.manifestLag.created(p.key, p.obj.UID, cm.Name)
+		}
 	}
 	for _, l := range plan.LabelConfigMaps {
 		if err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, l.Labels); err != nil {

@@ -211,8 +211,9 @@ func (w *lagWrites) done() {
 }
 
 // manifestLag remembers, per model, the manifest ConfigMaps the operator
-// created (or labelled into the shard's cache) and the ConfigMap cache does
-// not show yet. A pass that misses one waits for its watch event (the
+// created (or found as the model's and labelled for this shard, see
+// target.CreateConfigMap), with labels the ConfigMap cache selects, and the
+// cache does not show yet. A pass that misses one waits for its watch event (the
 // ConfigMap's create wakes its owner) instead of creating it again: a
 // second create would be answered AlreadyExists and cost a read to tell the
 // model's own ConfigMap from a foreign one. A record ends when the cache

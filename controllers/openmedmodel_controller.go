@@ -125,8 +125,9 @@ type OpenMedModelReconciler struct {
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
 	// cachesDeployment says whether the Deployment store selects a
-	// Deployment with these labels.
-	cachesDeployment func(map[string]string) bool
+	// Deployment with these labels, cachesConfigMap whether the cache
+	// selects a ConfigMap with these (CacheByObject).
+	cachesDeployment, cachesConfigMap func(map[string]string) bool
 
 	mu          sync.Mutex
 	rolloutFrom map[types.NamespacedName]time.Time
@@ -189,6 +190,8 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.shardLabels = ShardLabels(opts.Models)
 	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
+	configMaps := shardSelector(opts.Models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue)
+	r.cachesConfigMap = func(l map[string]string) bool { return configMaps.Matches(labels.Set(l)) }
 	r.modelLag, r.targetLag, r.manifestLag = newCacheLag(), newCacheLag(), newManifestLag()
 
 	if err := addIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, targetIndexKey, indexModelsByTarget); err != nil {
@@ -525,12 +528,30 @@ func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj 
 // resource owns (through the owner index, so a pass costs the same however
 // many other resources there are); a target outside the cache is read
 // from the API server (targetDeployment). It reports targetWaiting when the
-// cache has not caught up with the operator's last write to a target: the
-// pass then waits for that watch event.
+// cache has not caught up with the operator's last write to a target, or
+// with a manifest ConfigMap the operator created for the model: the pass
+// then waits for that watch event.
 func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, targetRead, error) {
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
-	desired, previous := rollout.TargetNames(obj)
 	var read targetRead
+	if obj.UID != "" {
+		var cms corev1.ConfigMapList
+		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err != nil {
+			return observed, read, fmt.Errorf("list the manifest ConfigMaps of OpenMedModel %s/%s from the cache: %w", obj.Namespace, obj.Name, err)
+		}
+		// A ConfigMap this operator created for the model and the cache
+		// does not show yet is waited for, before any read around the
+		// cache, not created again.
+		names := make([]string, len(cms.Items))
+		for i := range cms.Items {
+			names[i] = cms.Items[i].Name
+		}
+		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, names) {
+			return observed, targetWaiting, nil
+		}
+		observed.ConfigMaps = cms.Items
+	}
+	desired, previous := rollout.TargetNames(obj)
 	var err error
 	observed.Deployment, read, err = r.targetDeployment(ctx, obj.Namespace, desired)
 	if err != nil {
@@ -559,11 +580,6 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		observed.PendingPods = r.pending.pods(rollout.OwnerKey(obj))
 	}
 	if obj.UID != "" {
-		var cms corev1.ConfigMapList
-		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err != nil {
-			return observed, read, fmt.Errorf("list the manifest ConfigMaps of OpenMedModel %s/%s from the cache: %w", obj.Namespace, obj.Name, err)
-		}
-		observed.ConfigMaps = cms.Items
 		// A claimed target in the cache says its model's ConfigMaps carry
 		// the same labels; one outside it may not.
 		if read == targetDirect {
@@ -576,15 +592,6 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			}
 		}
 		sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
-		// A ConfigMap this operator created for the model and the cache
-		// does not show yet is waited for, not created again.
-		names := make([]string, len(observed.ConfigMaps))
-		for i := range observed.ConfigMaps {
-			names[i] = observed.ConfigMaps[i].Name
-		}
-		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, names) {
-			read = targetWaiting
-		}
 	}
 	return observed, read, nil
 }
