@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -130,11 +131,22 @@ func (o *Operator) MetricsURL() string { return "http://" + o.metricsAddr + "/me
 // Done is closed once the process has exited.
 func (o *Operator) Done() <-chan struct{} { return o.done }
 
-// WaitReady waits until the operator's /readyz answers 200: its manager has
-// started and its caches are syncing. It fails early when the process exits.
+// WaitReady waits until the operator's /readyz answers 200 (its manager
+// has started and its caches are syncing) and then its /metrics: the
+// manager binds the metrics listener in a goroutine of its own, after the
+// health probes may already answer. It fails early when the process exits.
 func (o *Operator) WaitReady(ctx context.Context) error {
+	for _, url := range []string{"http://" + o.healthAddr + "/readyz", o.MetricsURL()} {
+		if err := o.waitOK(ctx, url); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitOK waits until url answers 200, the process exits or ctx ends.
+func (o *Operator) waitOK(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: time.Second}
-	url := "http://" + o.healthAddr + "/readyz"
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -143,6 +155,7 @@ func (o *Operator) WaitReady(ctx context.Context) error {
 			return err
 		}
 		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -152,7 +165,7 @@ func (o *Operator) WaitReady(ctx context.Context) error {
 		case <-o.done:
 			return fmt.Errorf("openmed-operator exited: %v; last lines of %s:\n%s", o.err, o.logPath, Tail(o.logPath, 15))
 		case <-ctx.Done():
-			return fmt.Errorf("openmed-operator not ready: %w; last lines of %s:\n%s", ctx.Err(), o.logPath, Tail(o.logPath, 15))
+			return fmt.Errorf("openmed-operator not ready (%s): %w; last lines of %s:\n%s", url, ctx.Err(), o.logPath, Tail(o.logPath, 15))
 		case <-tick.C:
 		}
 	}
