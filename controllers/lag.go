@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmed/openmed-operator/pkg/target"
@@ -245,7 +246,7 @@ func (l *manifestLag) created(model types.NamespacedName, uid types.UID, name st
 // missing reports whether a ConfigMap recorded for model (uid) is not among
 // cached: the cache has not caught up with the create. Records of the
 // ConfigMaps cached, of another uid or past lagExpiry are dropped.
-func (l *manifestLag) missing(model types.NamespacedName, uid types.UID, cached []string) bool {
+func (l *manifestLag) missing(model types.NamespacedName, uid types.UID, cached []corev1.ConfigMap) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	recs, ok := l.seen[model]
@@ -253,7 +254,8 @@ func (l *manifestLag) missing(model types.NamespacedName, uid types.UID, cached 
 		return false
 	}
 	recs = slices.DeleteFunc(recs, func(c createdManifest) bool {
-		return c.uid != uid || slices.Contains(cached, c.name) || time.Since(c.since) >= lagExpiry
+		return c.uid != uid || time.Since(c.since) >= lagExpiry ||
+			slices.ContainsFunc(cached, func(cm corev1.ConfigMap) bool { return cm.Name == c.name })
 	})
 	if len(recs) == 0 {
 		delete(l.seen, model)

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -59,7 +61,7 @@ func TestManifestLagWaitsForTheCreatedConfigMap(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		uid     types.UID
-		cached  []string
+		cached  []string // the names of the cached ConfigMaps
 		expired bool
 		want    bool
 	}{
@@ -74,7 +76,11 @@ func TestManifestLagWaitsForTheCreatedConfigMap(t *testing.T) {
 			if tc.expired {
 				lag.seen[model][0].since = time.Now().Add(-lagExpiry)
 			}
-			if got := lag.missing(model, tc.uid, tc.cached); got != tc.want {
+			var cached []corev1.ConfigMap
+			for _, name := range tc.cached {
+				cached = append(cached, corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}})
+			}
+			if got := lag.missing(model, tc.uid, cached); got != tc.want {
 				t.Errorf("missing = %t, want %t", got, tc.want)
 			}
 			if !tc.want && len(lag.seen) != 0 {

@@ -542,11 +542,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		// A ConfigMap this operator created for the model and the cache
 		// does not show yet is waited for, before any read around the
 		// cache, not created again.
-		names := make([]string, len(cms.Items))
-		for i := range cms.Items {
-			names[i] = cms.Items[i].Name
-		}
-		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, names) {
+		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, cms.Items) {
 			return observed, targetWaiting, nil
 		}
 		observed.ConfigMaps = cms.Items
