@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,13 +21,18 @@ func TestDriftByAnotherFieldManager(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	readyModel(t, ns, v1, "", nil)
-	d := read(t, ns).d
-	hash := d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+	hash := read(t, ns).d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
 
+	// An Update as kubectl edit sends it, read again on a conflict with the
+	// Deployment controller's status writes (kubectl edit reopens the editor).
 	const manager = "kubectl-edit"
-	d.Spec.Replicas = ptr.To[int32](5)
-	d.Labels["team"] = "ml-platform"
-	if err := k8s.Update(context.Background(), d, client.FieldOwner(manager)); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d := read(t, ns).d
+		d.Spec.Replicas = ptr.To[int32](5)
+		d.Labels["team"] = "ml-platform"
+		return k8s.Update(context.Background(), d, client.FieldOwner(manager))
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 
