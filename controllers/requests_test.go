@@ -32,11 +32,18 @@ func TestResetAtRetriesFailedSpec(t *testing.T) {
 	ns := newNamespace(t)
 	startOperator(t)
 	readyModel(t, ns, "svc")
+	v1 := preload(getDeployment(t, ns, "svc")).ValueFrom.ConfigMapKeyRef.Name
 	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
 	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
 	v2 := preload(getDeployment(t, ns, "svc")).ValueFrom.ConfigMapKeyRef.Name
 	updateDeploymentStatus(t, ns, "svc", rolloutStuck)
 	waitFor(t, ns, "svc", v1alpha1.PhaseRolledBack)
+	// The rollback is recorded before the pass that applies it: the
+	// Deployment controller reports the generation that restored v1.
+	eventually(t, "the v1 pointer restored", func() (bool, string) {
+		name := preload(getDeployment(t, ns, "svc")).ValueFrom.ConfigMapKeyRef.Name
+		return name == v1, name
+	})
 	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
 	eventually(t, "held at v1", func() (bool, string) {
 		m := getModel(t, ns, "svc")
