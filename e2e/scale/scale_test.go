@@ -960,7 +960,9 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 			mw.mu.Lock()
 			if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.BakingReason {
 				mw.baking[m.Name] = true
-				if c.Message == rollout.MsgBakingNoPods {
+				// Ready keeps the bake's fixed message; Reconciling's
+				// is the pass's summary (versions, target, bake end).
+				if r := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReadyCondition); r != nil && r.Message == rollout.MsgBakingNoPods {
 					if mw.noPods[m.Spec.Version] == nil {
 						mw.noPods[m.Spec.Version] = map[string]bool{}
 					}

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -434,6 +435,11 @@ func TestBakeGuardHolds(t *testing.T) {
 		}
 		if m := kstatusMessage(p.Status); !strings.Contains(m, "begins once a pod of it is Ready") {
 			t.Errorf("message %q does not say why it waits", m)
+		}
+		// Ready keeps the fixed message (the scale test counts this
+		// state's extra status write by it).
+		if r := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ReadyCondition); r == nil || r.Message != MsgBakingNoPods {
+			t.Errorf("Ready = %+v, want the message %q", r, MsgBakingNoPods)
 		}
 		c.now = c.now.Add(10 * bakeSeconds * time.Second)
 		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.History[0].Version != v1 {
