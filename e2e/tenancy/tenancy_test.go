@@ -25,6 +25,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -135,12 +136,16 @@ func TestLockdown(t *testing.T) {
 	t.Logf("refused with another namespace's ServiceAccount: %s", borrowed)
 
 	for _, m := range models {
-		var obj v1alpha1.OpenMedModel
-		if err := c.Get(ctx, client.ObjectKey{Namespace: m.ns, Name: m.name}, &obj); err != nil {
-			t.Fatal(err)
-		}
-		obj.Spec.Version = v2
-		if err := c.Update(ctx, &obj); err != nil {
+		// Read again on a conflict with a status write of the operator.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var obj v1alpha1.OpenMedModel
+			if err := c.Get(ctx, client.ObjectKey{Namespace: m.ns, Name: m.name}, &obj); err != nil {
+				return err
+			}
+			obj.Spec.Version = v2
+			return c.Update(ctx, &obj)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
