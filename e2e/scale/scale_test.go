@@ -334,7 +334,11 @@ type result struct {
 	// rollouts in the operator's queue.
 	reaction, waveReaction []time.Duration
 	cpuRollout, cpuUpgrade float64 // seconds per model
-	syncedRSS, peakRSS     int64   // bytes: after the caches synced, and at the end (the largest process's)
+	// passesRollout, passesUpgrade are the passes per model of each phase
+	// (controller_runtime_reconcile_total): a pass that writes nothing
+	// costs CPU too.
+	passesRollout, passesUpgrade float64
+	syncedRSS, peakRSS           int64 // bytes: after the caches synced, and at the end (the largest process's)
 	// shardRSS is each process's peak RSS; shardCalls each one's calls
 	// over the run.
 	shardRSS   []int64
@@ -408,6 +412,7 @@ func (r result) table() string {
 	med, p95 = percentile(r.waveReaction, 50), percentile(r.waveReaction, 95)
 	fmt.Fprintf(&b, "%-34s median %s, p95 %s (queued behind the wave)\n", "  the same during the upgrade wave", med.Round(time.Millisecond), p95.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-34s rollout %.2f ms, upgrade %.2f ms\n", "operator CPU per model", r.cpuRollout*1000, r.cpuUpgrade*1000)
+	fmt.Fprintf(&b, "%-34s rollout %.2f, upgrade %.2f\n", "passes per model", r.passesRollout, r.passesUpgrade)
 	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model)\n", "operator peak RSS",
 		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20))
 	if r.cfg.shards > 1 {
@@ -585,7 +590,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	defer mw.stop()
 	started := time.Now()
 	// First rollout.
-	cpu0, api0 := cpuOf(t, ops), harness.ControlPlaneCPU(t)
+	cpu0, api0, passes0 := cpuOf(t, ops), harness.ControlPlaneCPU(t), passesOf(t, ops)
 	t0 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := model(i, cfg.shards)
@@ -601,6 +606,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	settle()
 	t1 := time.Now()
 	r.cpuRollout = (cpuOf(t, ops) - cpu0) / float64(n)
+	r.passesRollout = (passesOf(t, ops) - passes0) / float64(n)
 	r.rollout, _ = calls(t, cl, t0, t1)
 
 	// Steady state.
@@ -621,7 +627,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	}
 
 	// Upgrade.
-	cpu1 := cpuOf(t, ops)
+	cpu1, passes1 := cpuOf(t, ops), passesOf(t, ops)
 	t2 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := &v1alpha1.OpenMedModel{}
@@ -637,6 +643,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	settle()
 	t3 := time.Now()
 	r.cpuUpgrade = (cpuOf(t, ops) - cpu1) / float64(n)
+	r.passesUpgrade = (passesOf(t, ops) - passes1) / float64(n)
 	r.upgrade, _ = calls(t, cl, t2, t3)
 	_, r.informer = calls(t, cl, started, t3)
 	r.podReads = map[string]int{}
@@ -831,6 +838,16 @@ func owners(t *testing.T, c client.Client, cfg config) []string {
 		}
 	}
 	return out
+}
+
+// passesOf is the number of passes the operator processes have finished.
+func passesOf(t *testing.T, ops []*localrun.Operator) float64 {
+	t.Helper()
+	var sum float64
+	for _, op := range ops {
+		sum += reconciled(t, op.MetricsURL())
+	}
+	return sum
 }
 
 // reconciled is the number of passes the operator has finished
