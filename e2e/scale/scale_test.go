@@ -697,10 +697,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	t4 := time.Now()
 	ops = startOperators(t, bin, cl, dir, cfg.shards)
 	testenv.Eventually(t, 20*time.Minute, "the new processes reconciled every model", func() (bool, string) {
-		var done float64
-		for _, op := range ops {
-			done += reconciled(t, op.MetricsURL())
-		}
+		done := passesOf(t, ops)
 		return done >= float64(n), fmt.Sprintf("%.0f of %d", done, n)
 	})
 	r.failoverTime = time.Since(t4)
