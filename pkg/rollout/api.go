@@ -222,6 +222,11 @@ type Plan struct {
 	// RequeueAfter asks for another pass after a delay while a rollout or
 	// rollback is in flight; zero means wait for the next watch event.
 	RequeueAfter time.Duration
+
+	// Backstop reports that RequeueAfter is only the backstop timer of a
+	// rollout in flight (no judgment waits for it: a watch event is
+	// expected first), not the timer of a deadline, a bake or a grace.
+	Backstop bool
 }
 
 // HasChanges reports whether the plan writes anything to the cluster

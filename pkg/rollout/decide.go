@@ -17,10 +17,20 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
-// DefaultRequeueInterval is how often a pass is repeated while a rollout or
-// rollback is in flight. Watches on the Deployment wake the resource on every
-// change; the timer only guards against a missed event.
+// DefaultRequeueInterval is the first interval of the backstop timer of a
+// rollout or rollback in flight. Watches on the Deployment and its pods wake
+// the resource on every change; the timer only guards against a missed
+// event, and every judgment that depends on time passing (a progress
+// deadline of a retry, a bake, a ReplicaFailure's grace, replacing pods in
+// place) sets a timer of its own.
 const DefaultRequeueInterval = 15 * time.Second
+
+// BackstopGrowth bounds the backstop timer: it grows with the time the
+// resource has been Reconciling, from RequeueInterval to BackstopGrowth
+// times it (15 s to 2 min by default), so a model that waits minutes for
+// its Deployment, behind a wave of other rollouts, is not re-evaluated every
+// 15 s for nothing, and a missed event is still noticed within 2 min.
+const BackstopGrowth = 8
 
 // Request prefixes of status.rollbackRequest.
 const (
@@ -33,8 +43,10 @@ type Options struct {
 	// FieldManager is the operator's server-side apply field manager; drift
 	// attribution never names it. Default DefaultFieldManager.
 	FieldManager string
-	// RequeueInterval is Plan.RequeueAfter while a rollout is in flight.
-	// Default DefaultRequeueInterval.
+	// RequeueInterval is the first interval of the backstop timer while a
+	// rollout is in flight (Plan.Backstop); it grows with the time the
+	// resource has been Reconciling to BackstopGrowth times it. Default
+	// DefaultRequeueInterval.
 	RequeueInterval time.Duration
 	// DefaultServiceAccount is the ServiceAccount a resource without
 	// spec.serviceAccountName writes as (the operator's
@@ -165,15 +177,42 @@ func (d *decider) conditions(tp tuple, ks kstatus) {
 	setConditions(d.st, tp, ks, d.gen, d.now)
 }
 
-// inFlight asks for a timed pass while a rollout or rollback runs.
+// inFlight asks for a backstop pass while a rollout or rollback runs:
+// the watches wake the resource on every change, so the timer only guards
+// against a missed event. Its interval is the time the resource has been
+// Reconciling (the condition's lastTransitionTime, before this pass),
+// bounded by RequeueInterval and BackstopGrowth times it: 15 s, 15 s,
+// 30 s, 60 s, 2 min, 2 min, ... by default.
 func (d *decider) inFlight() {
-	d.requeueWithin(d.opts.RequeueInterval)
+	if d.requeueWithin(BackstopInterval(d.old, d.now.Time, d.opts.RequeueInterval)) {
+		d.plan.Backstop = true
+	}
 }
 
-func (d *decider) requeueWithin(after time.Duration) {
+// BackstopInterval is the interval of the backstop timer of a resource in
+// flight whose status before the pass is st, at now, starting from first
+// (Options.RequeueInterval): the time st has been Reconciling, at least
+// first and at most BackstopGrowth times first.
+func BackstopInterval(st *v1alpha1.OpenMedModelStatus, now time.Time, first time.Duration) time.Duration {
+	if first <= 0 {
+		first = DefaultRequeueInterval
+	}
+	c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReconcilingCondition)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return first
+	}
+	return min(max(now.Sub(c.LastTransitionTime.Time), first), BackstopGrowth*first)
+}
+
+// requeueWithin asks for a pass within after, a timer of a judgment; it
+// reports whether after is now the plan's earliest.
+func (d *decider) requeueWithin(after time.Duration) bool {
 	if after > 0 && (d.plan.RequeueAfter == 0 || after < d.plan.RequeueAfter) {
 		d.plan.RequeueAfter = after
+		d.plan.Backstop = false
+		return true
 	}
+	return false
 }
 
 // finish makes the status consistent with itself: when the pass evaluated
