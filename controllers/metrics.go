@@ -25,6 +25,7 @@ const (
 	MetricEventsDropped      = "openmed_events_dropped_total"
 	MetricEventsNotForwarded = "openmed_events_forward_dropped_total"
 	MetricBakeFailures       = "openmed_bake_failures_total"
+	MetricPasses             = "openmed_passes_total"
 )
 
 // Metrics are the openmed_* metrics of the reconciler. Only
@@ -44,6 +45,9 @@ type Metrics struct {
 	eventsDropped   *prometheus.CounterVec
 	notForwarded    *prometheus.CounterVec
 	bakeFailures    *prometheus.CounterVec
+	passes          *prometheus.CounterVec
+	// passesBy are passes' counters by woken_by, read-only once built.
+	passesBy map[string]prometheus.Counter
 
 	mu sync.Mutex
 	// namespaces whose rollout and rollback counters are initialised.
@@ -96,9 +100,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricBakeFailures,
 			Help: "Versions that failed their bake (spec.rolloutStrategy.bakeSeconds), by what the pods showed (ContainerRestarted, OOMKilled, PodUnready).",
 		}, []string{"namespace", "reason"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricPasses,
+			Help: "Passes started, by what woke them: event (a watch event), backstop (the timer of a rollout in flight that guards against a missed event), timer (a deadline, a bake's end, a grace), follow-up, cache-lag, retry, unclaimed-target.",
+		}, []string{"woken_by"}),
 		namespaces: map[string]bool{},
 	}
-	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
 	for _, reason := range errorReasons {
@@ -106,6 +114,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	for _, cause := range dropCauses {
 		m.eventsDropped.WithLabelValues(cause)
+	}
+	m.passesBy = make(map[string]prometheus.Counter, len(wokenBy))
+	for _, cause := range wokenBy {
+		m.passesBy[cause] = m.passes.WithLabelValues(cause)
 	}
 	for _, cause := range []string{dropQueueFull, dropShutdown} {
 		m.notForwarded.WithLabelValues(cause)
@@ -269,6 +281,13 @@ func (m *Metrics) countDrift(manager string) {
 func (m *Metrics) countConflict(manager, field string) {
 	if m != nil {
 		m.conflicts.WithLabelValues(manager, field).Inc()
+	}
+}
+
+// countPass counts a pass by what woke it (wokenBy).
+func (m *Metrics) countPass(wokenBy string) {
+	if m != nil {
+		m.passesBy[wokenBy].Inc()
 	}
 }
 

@@ -100,8 +100,9 @@ type OpenMedModelReconciler struct {
 	// FieldManager is the server-side apply field manager for the target
 	// Deployment; default rollout.DefaultFieldManager.
 	FieldManager string
-	// RequeueInterval is how often a pass repeats while a rollout is in
-	// flight; default rollout.DefaultRequeueInterval.
+	// RequeueInterval is the first interval of the backstop timer of a
+	// rollout in flight (it grows with the wait to rollout.BackstopGrowth
+	// times it); default rollout.DefaultRequeueInterval.
 	RequeueInterval time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the backoff after a failed
 	// pass; defaults RetryBaseDelay and RetryMaxDelay.
@@ -113,6 +114,7 @@ type OpenMedModelReconciler struct {
 
 	retries   *backoff
 	unclaimed *backoff
+	wakes     *wakes
 	modelLag  *cacheLag
 	targetLag *cacheLag
 	// manifestLag: the manifest ConfigMaps created and not cached yet.
@@ -187,6 +189,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
 	r.unclaimed = newBackoff(unclaimedRecheck, unclaimedRecheckMax)
+	r.wakes = newWakes()
 	r.shardLabels = ShardLabels(opts.Models)
 	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
@@ -300,14 +303,32 @@ type pass struct {
 	// releaseLeft: a release of this pass met a newer Deployment and is
 	// decided again by the next pass; the finalizer stays.
 	releaseLeft bool
+	// wake is what the timer the pass asks for is for (wokeBackstop, ...):
+	// the next pass counts it in openmed_passes_total when the timer, not
+	// a watch event, wakes it.
+	wake string
+}
+
+// requeue asks for the next pass after d, for cause.
+func (p *pass) requeue(cause string, d time.Duration) ctrl.Result {
+	p.wake = cause
+	return ctrl.Result{RequeueAfter: d}
 }
 
 // Reconcile runs one pass for one OpenMedModel: read the cache, decide,
 // act, and write the status in one request on every path (a failed step,
 // even a recovered panic, is reported in the same pass).
-func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	log := ctrl.LoggerFrom(ctx)
+func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &pass{key: req.NamespacedName, obj: &v1alpha1.OpenMedModel{}}
+	r.ModelMetrics.countPass(r.wakes.woken(p.key, time.Now()))
+	result, err := r.reconcile(ctx, req, p)
+	r.wakes.scheduled(p.key, time.Now(), result, err, p.wake)
+	return result, err
+}
+
+// reconcile is Reconcile's pass; p.wake says why it asks for the next one.
+func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request, p *pass) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
 	if err := r.Get(ctx, req.NamespacedName, p.obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
@@ -315,7 +336,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.modelLag.behind(p.key, p.obj.UID, p.obj.ResourceVersion, 0) {
-		return ctrl.Result{RequeueAfter: lagRecheck}, nil
+		return p.requeue(wokeCacheLag, lagRecheck), nil
 	}
 	r.recordUnanswered(p.key, p.obj)
 	version := retryVersion(p.obj)
@@ -349,7 +370,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
 	case read == targetWaiting:
 		r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
-		return ctrl.Result{RequeueAfter: lagRecheck}, nil
+		return p.requeue(wokeCacheLag, lagRecheck), nil
 	}
 	p.plan = r.decide(p)
 	if err := r.recordClaims(ctx, p); err != nil {
@@ -357,7 +378,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 			// The resource changed since the pass read it: nothing was
 			// written, decide again on the newer version.
 			r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
-			return ctrl.Result{RequeueAfter: lagRecheck}, nil
+			return p.requeue(wokeCacheLag, lagRecheck), nil
 		}
 		return r.retry(ctx, p, reasonStatusWriteFailed, err)
 	}
@@ -367,7 +388,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// Decided on an old view of the target: decide again once the
 		// cache shows the newer version (its watch event wakes the pass).
 		r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
-		return ctrl.Result{RequeueAfter: lagRecheck}, nil
+		return p.requeue(wokeCacheLag, lagRecheck), nil
 	case out.failure != nil:
 		return r.report(ctx, p, out.failure, version), nil
 	}
@@ -378,7 +399,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		// without the container, ...): nothing wakes the model when it
 		// changes, so the pass is repeated, from 1 s doubling to a minute.
 		if after := r.unclaimed.next(p.key, version); result.RequeueAfter == 0 || after < result.RequeueAfter {
-			result.RequeueAfter = after
+			result = p.requeue(wokeUnclaimed, after)
 		}
 	} else if read == targetCached {
 		r.unclaimed.forget(p.key)
@@ -405,7 +426,7 @@ func (r *OpenMedModelReconciler) report(ctx context.Context, p *pass, failure *r
 	result, err := r.finish(ctx, p)
 	delay := r.retries.next(p.key, version)
 	if err != nil || result.RequeueAfter == 0 || result.RequeueAfter > delay {
-		result = ctrl.Result{RequeueAfter: delay}
+		result = p.requeue(wokeRetry, delay)
 	}
 	return result
 }
@@ -420,7 +441,7 @@ func (r *OpenMedModelReconciler) retry(ctx context.Context, p *pass, reason stri
 	}
 	ctrl.LoggerFrom(ctx).Error(err, "pass failed; retrying", "reason", reason)
 	r.ModelMetrics.countError(reason)
-	return ctrl.Result{RequeueAfter: r.retries.next(p.key, retryVersion(p.obj))}, nil
+	return p.requeue(wokeRetry, r.retries.next(p.key, retryVersion(p.obj))), nil
 }
 
 // retryVersion identifies what a user can change about a resource: its
@@ -469,9 +490,11 @@ func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Resu
 		// The status just written records a decision the next pass acts
 		// on, or a release met a newer Deployment; the next pass runs once
 		// the cache shows the writes.
-		return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		return p.requeue(wokeFollowUp, time.Millisecond), nil
+	case p.plan.Backstop:
+		return p.requeue(wokeBackstop, p.plan.RequeueAfter), nil
 	default:
-		return ctrl.Result{RequeueAfter: p.plan.RequeueAfter}, nil
+		return p.requeue(wokeTimer, p.plan.RequeueAfter), nil
 	}
 }
 
@@ -871,6 +894,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.ModelMetrics.deleteModel(key.Namespace, key.Name)
 	r.retries.forget(key)
 	r.unclaimed.forget(key)
+	r.wakes.forget(key)
 	r.modelLag.forget(key)
 	r.manifestLag.forget(key)
 	r.mu.Lock()

@@ -338,7 +338,10 @@ type result struct {
 	// (controller_runtime_reconcile_total): a pass that writes nothing
 	// costs CPU too.
 	passesRollout, passesUpgrade float64
-	syncedRSS, peakRSS           int64 // bytes: after the caches synced, and at the end (the largest process's)
+	// wokenRollout, wokenUpgrade split them by what woke them
+	// (openmed_passes_total's woken_by), per model.
+	wokenRollout, wokenUpgrade map[string]float64
+	syncedRSS, peakRSS         int64 // bytes: after the caches synced, and at the end (the largest process's)
 	// shardRSS is each process's peak RSS; shardCalls each one's calls
 	// over the run.
 	shardRSS   []int64
@@ -413,6 +416,7 @@ func (r result) table() string {
 	fmt.Fprintf(&b, "%-34s median %s, p95 %s (queued behind the wave)\n", "  the same during the upgrade wave", med.Round(time.Millisecond), p95.Round(time.Millisecond))
 	fmt.Fprintf(&b, "%-34s rollout %.2f ms, upgrade %.2f ms\n", "operator CPU per model", r.cpuRollout*1000, r.cpuUpgrade*1000)
 	fmt.Fprintf(&b, "%-34s rollout %.2f, upgrade %.2f\n", "passes per model", r.passesRollout, r.passesUpgrade)
+	fmt.Fprintf(&b, "%-34s rollout %s; upgrade %s\n", "  woken by", byCause(r.wokenRollout), byCause(r.wokenUpgrade))
 	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model)\n", "operator peak RSS",
 		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20))
 	if r.cfg.shards > 1 {
@@ -590,7 +594,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	defer mw.stop()
 	started := time.Now()
 	// First rollout.
-	cpu0, api0, passes0 := cpuOf(t, ops), harness.ControlPlaneCPU(t), passesOf(t, ops)
+	cpu0, api0, passes0, woken0 := cpuOf(t, ops), harness.ControlPlaneCPU(t), passesOf(t, ops), wokenOf(t, ops)
 	t0 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := model(i, cfg.shards)
@@ -607,6 +611,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	t1 := time.Now()
 	r.cpuRollout = (cpuOf(t, ops) - cpu0) / float64(n)
 	r.passesRollout = (passesOf(t, ops) - passes0) / float64(n)
+	r.wokenRollout = perModel(wokenOf(t, ops), woken0, n)
 	r.rollout, _ = calls(t, cl, t0, t1)
 
 	// Steady state.
@@ -627,7 +632,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	}
 
 	// Upgrade.
-	cpu1, passes1 := cpuOf(t, ops), passesOf(t, ops)
+	cpu1, passes1, woken1 := cpuOf(t, ops), passesOf(t, ops), wokenOf(t, ops)
 	t2 := time.Now()
 	parallel(t, n, func(i int) error {
 		m := &v1alpha1.OpenMedModel{}
@@ -644,6 +649,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	t3 := time.Now()
 	r.cpuUpgrade = (cpuOf(t, ops) - cpu1) / float64(n)
 	r.passesUpgrade = (passesOf(t, ops) - passes1) / float64(n)
+	r.wokenUpgrade = perModel(wokenOf(t, ops), woken1, n)
 	r.upgrade, _ = calls(t, cl, t2, t3)
 	_, r.informer = calls(t, cl, started, t3)
 	r.podReads = map[string]int{}
@@ -845,6 +851,45 @@ func passesOf(t *testing.T, ops []*localrun.Operator) float64 {
 		sum += reconciled(t, op.MetricsURL())
 	}
 	return sum
+}
+
+// wokenBy are the values of openmed_passes_total's woken_by label.
+var wokenBy = []string{"event", "backstop", "timer", "follow-up", "cache-lag", "retry", "unclaimed-target"}
+
+// wokenOf is the passes the operators started, by what woke them
+// (openmed_passes_total).
+func wokenOf(t *testing.T, ops []*localrun.Operator) map[string]float64 {
+	t.Helper()
+	out := map[string]float64{}
+	for _, op := range ops {
+		for _, cause := range wokenBy {
+			out[cause] += metricSum(t, op.MetricsURL(), "openmed_passes_total", `woken_by="`+cause+`"`)
+		}
+	}
+	return out
+}
+
+// perModel is (after - before) / n for each cause.
+func perModel(after, before map[string]float64, n int) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		out[k] = (v - before[k]) / float64(n)
+	}
+	return out
+}
+
+// byCause prints the non-zero causes in wokenBy's order.
+func byCause(m map[string]float64) string {
+	var parts []string
+	for _, cause := range wokenBy {
+		if m[cause] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", cause, m[cause]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // reconciled is the number of passes the operator has finished
