@@ -68,8 +68,8 @@ type Options struct {
 	GotkMetrics bool
 	// Concurrent is how many OpenMedModels reconcile at once.
 	Concurrent int
-	// RequeueInterval is how often a resource is re-evaluated while a
-	// rollout is in flight.
+	// RequeueInterval is the first interval of the backstop timer of a
+	// rollout in flight (rollout.Options.RequeueInterval).
 	RequeueInterval time.Duration
 	// Kubeconfig is a kubeconfig file; empty means $KUBECONFIG, the
 	// in-cluster service account, then ~/.kube/config.
@@ -94,7 +94,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.DefaultServiceAccount, "default-service-account", "", "The ServiceAccount, in a model's namespace, the operator impersonates for the writes of a model without spec.serviceAccountName (multi-tenancy lockdown); empty uses the operator's own rights.")
 	fs.IntVar(&o.Concurrent, "concurrent", 4, "The number of concurrent OpenMedModel reconciles.")
 	fs.BoolVar(&o.GotkMetrics, "gotk-metrics", false, "Also export Flux's per-object gotk_reconcile_condition and gotk_suspend_status metrics (four series per model; openmed_model_info carries the same Ready status).")
-	fs.DurationVar(&o.RequeueInterval, "requeue-interval", 0, "How often a rollout in flight is re-evaluated; 0 uses the library default.")
+	fs.DurationVar(&o.RequeueInterval, "requeue-interval", 0, "First interval of the backstop timer that re-evaluates a rollout in flight against a missed watch event; it grows with the wait to 8 times this. 0 uses the library default (15s).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "The namespace watched when --watch-all-namespaces=false; defaults to $"+runtimectrl.EnvRuntimeNamespace+".")
 
