@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -853,17 +854,22 @@ func passesOf(t *testing.T, ops []*localrun.Operator) float64 {
 	return sum
 }
 
-// wokenBy are the values of openmed_passes_total's woken_by label.
-var wokenBy = []string{"event", "backstop", "timer", "follow-up", "cache-lag", "retry", "unclaimed-target"}
-
-// wokenOf is the passes the operators started, by what woke them
-// (openmed_passes_total).
+// wokenOf is the passes the operators started, by what woke them: the
+// samples of openmed_passes_total by their woken_by label, one scrape per
+// process.
 func wokenOf(t *testing.T, ops []*localrun.Operator) map[string]float64 {
 	t.Helper()
+	const prefix = `openmed_passes_total{woken_by="`
 	out := map[string]float64{}
 	for _, op := range ops {
-		for _, cause := range wokenBy {
-			out[cause] += metricSum(t, op.MetricsURL(), "openmed_passes_total", `woken_by="`+cause+`"`)
+		for _, line := range strings.Split(string(fetch(t, op.MetricsURL())), "\n") {
+			rest, ok := strings.CutPrefix(line, prefix)
+			if !ok {
+				continue
+			}
+			cause, value, _ := strings.Cut(rest, `"} `)
+			v, _ := strconv.ParseFloat(value, 64)
+			out[cause] += v
 		}
 	}
 	return out
@@ -878,10 +884,10 @@ func perModel(after, before map[string]float64, n int) map[string]float64 {
 	return out
 }
 
-// byCause prints the non-zero causes in wokenBy's order.
+// byCause prints the non-zero causes, by name.
 func byCause(m map[string]float64) string {
 	var parts []string
-	for _, cause := range wokenBy {
+	for _, cause := range slices.Sorted(maps.Keys(m)) {
 		if m[cause] != 0 {
 			parts = append(parts, fmt.Sprintf("%s %.2f", cause, m[cause]))
 		}
