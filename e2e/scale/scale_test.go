@@ -597,6 +597,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	// First rollout.
 	cpu0, api0, passes0, woken0 := cpuOf(t, ops), harness.ControlPlaneCPU(t), passesOf(t, ops), wokenOf(t, ops)
 	t0 := time.Now()
+	mark(cfg, "create")
 	parallel(t, n, func(i int) error {
 		m := model(i, cfg.shards)
 		m.Spec.ServiceAccountName = sa
@@ -610,6 +611,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.apiServerCPU = (harness.ControlPlaneCPU(t) - api0) / r.createReady.Seconds()
 	settle()
 	t1 := time.Now()
+	mark(cfg, "created")
 	r.cpuRollout = (cpuOf(t, ops) - cpu0) / float64(n)
 	r.passesRollout = (passesOf(t, ops) - passes0) / float64(n)
 	r.wokenRollout = perModel(wokenOf(t, ops), woken0, n)
@@ -635,6 +637,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	// Upgrade.
 	cpu1, passes1, woken1 := cpuOf(t, ops), passesOf(t, ops), wokenOf(t, ops)
 	t2 := time.Now()
+	mark(cfg, "upgrade")
 	parallel(t, n, func(i int) error {
 		m := &v1alpha1.OpenMedModel{}
 		if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name(i)}, m); err != nil {
@@ -648,6 +651,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.upgradeRdy = time.Since(t2)
 	settle()
 	t3 := time.Now()
+	mark(cfg, "upgraded")
 	r.cpuUpgrade = (cpuOf(t, ops) - cpu1) / float64(n)
 	r.passesUpgrade = (passesOf(t, ops) - passes1) / float64(n)
 	r.wokenUpgrade = perModel(wokenOf(t, ops), woken1, n)
@@ -702,12 +706,14 @@ func run(t *testing.T, bin string, cfg config) result {
 		}
 	}
 	t4 := time.Now()
+	mark(cfg, "failover")
 	ops = startOperators(t, bin, cl, dir, cfg.shards)
 	testenv.Eventually(t, 20*time.Minute, "the new processes reconciled every model", func() (bool, string) {
 		done := passesOf(t, ops)
 		return done >= float64(n), fmt.Sprintf("%.0f of %d", done, n)
 	})
 	r.failoverTime = time.Since(t4)
+	mark(cfg, "failed-over")
 	settle()
 	r.failover, r.failoverInformer = calls(t, cl, t4, time.Now())
 	for _, op := range ops {
@@ -738,16 +744,21 @@ func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, s
 			}
 			args = append(args, "--watch-label-selector="+sel)
 		}
-		logDir := dir
-		if p := os.Getenv("OPENMED_SCALE_PROFILE"); p != "" {
-			// The logs stay with the profiles (with GODEBUG=gctrace=1,
-			// every collection's heap sizes).
-			logDir = p
+		logDir, env := dir, []string(nil)
+		profile := os.Getenv("OPENMED_SCALE_PROFILE")
+		if profile != "" {
+			// The logs stay with the profiles, with every collection's
+			// heap sizes (gctrace, on stderr).
+			logDir, env = profile, []string{"GODEBUG=gctrace=1"}
 		}
 		op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig,
-			LogPath: filepath.Join(logDir, fmt.Sprintf("operator-%d.log", i)), Args: args})
+			LogPath: filepath.Join(logDir, fmt.Sprintf("operator-%d.log", i)), Args: args, Env: env})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if profile != "" {
+			go sampleRSS(op, filepath.Join(profile, fmt.Sprintf("rss-%d-%d.tsv", i, op.PID())),
+				filepath.Join(profile, fmt.Sprintf("heap-peak-%d-%d.pprof", i, op.PID())))
 		}
 		ops = append(ops, op)
 	}
@@ -1148,6 +1159,62 @@ func saveHeapProfile(t *testing.T, base, path string) {
 		t.Fatal(err)
 	}
 	fmt.Println("heap profile:", path)
+}
+
+// mark appends a phase's start (unix seconds) to phases.log beside the
+// RSS samples. OPENMED_SCALE_PROFILE only.
+func mark(cfg config, phase string) {
+	dir := os.Getenv("OPENMED_SCALE_PROFILE")
+	if dir == "" {
+		return
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "phases.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%d\t%s\t%s\n", time.Now().Unix(), cfg, phase)
+}
+
+// sampleRSS writes the operator's resident set size every second to path
+// (unix seconds, MiB) until the process is gone, and saves its heap profile
+// (as of the last collection) to heapPath each time the RSS has grown by
+// 4 MiB past the last profile's: the last one saved is near the peak.
+// OPENMED_SCALE_PROFILE only.
+func sampleRSS(op *localrun.Operator, path, heapPath string) {
+	f, err := os.Create(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	base := strings.TrimSuffix(op.MetricsURL(), "/metrics")
+	var profiled int64
+	for {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.PID()))
+		if err != nil {
+			return
+		}
+		var kb int64
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				kb, _ = strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			}
+		}
+		if kb == 0 {
+			return
+		}
+		fmt.Fprintf(f, "%d\t%.1f\n", time.Now().Unix(), float64(kb)/1024)
+		if kb > profiled+4096 && kb > 64*1024 {
+			if resp, err := http.Get(base + "/debug/pprof/heap"); err == nil {
+				if body, err := io.ReadAll(resp.Body); err == nil && resp.StatusCode == http.StatusOK {
+					_ = os.WriteFile(heapPath, body, 0o600)
+					profiled = kb
+				}
+				resp.Body.Close()
+			}
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // scrape reads /metrics and returns its number of samples and size.
