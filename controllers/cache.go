@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -27,10 +25,6 @@ import (
 // (models selects the OpenMedModels of a shard; nil means all). Every pass
 // reads from the caches, so what they hold is the operator's memory:
 //
-//   - ConfigMaps are only the ones the operator created (its managed-by
-//     label), with their name and owner only (and, in a shard, their shard
-//     labels): a manifest ConfigMap is immutable and named by the hash of
-//     its content, so its owner and name say what it holds.
 //   - OpenMedModels are kept whole but for managedFields and the
 //     annotations the operator does not read (a client-side apply's
 //     last-applied-configuration); the strings every resource repeats
@@ -41,9 +35,13 @@ import (
 //     once a model names one (the informer starts with the first read):
 //     the writes of a model are never made as one that does not exist.
 //
-// Deployments and pods are not in the manager's cache: the reconciler keeps
-// the claimed Deployments and the pods of baking versions in stores of its
-// own, in a smaller shape (deployments.go, pods.go). A Deployment is pruned
+// Deployments, manifest ConfigMaps and pods are not in the manager's cache:
+// the reconciler keeps the claimed Deployments, the ConfigMaps it created
+// and the pods of baking versions in stores of its own, in a smaller shape
+// (deployments.go, configmaps.go, pods.go). A ConfigMap is kept with its
+// name, owner and version only (PruneConfigMap; in a shard, its shard
+// labels too): a manifest ConfigMap is immutable and named by the hash of
+// its content, so its owner and name say what it holds. A Deployment is pruned
 // to what a decision reads (PruneDeployment: the operator's annotations and
 // labels, the shard labels, replicas, strategy, deadline, paused, the
 // preload env entry of each container, status), and its managedFields to
@@ -64,10 +62,6 @@ import (
 func CacheByObject(models labels.Selector) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{
 		&v1alpha1.OpenMedModel{}: {Label: models, Transform: PruneModel},
-		&corev1.ConfigMap{}: {
-			Label:     shardSelector(models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue),
-			Transform: configMapPruner(ShardLabels(models)),
-		},
 		serviceAccountMetadata(): {Transform: PruneServiceAccount},
 	}
 }
@@ -231,46 +225,17 @@ const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
 // texts are fixed strings every resource repeats.
 func intern(s string) string { return unique.Make(s).Value() }
 
-// PruneConfigMap is the cache transform for manifest ConfigMaps: metadata
-// that identifies them and their owner, no data.
+// PruneConfigMap returns a ConfigMap as the ConfigMap store keeps it
+// (configmaps.go): its identity, resourceVersion, creation and deletion
+// times and owner references, no data (and, in a shard, its shard labels);
+// the data of one that is not immutable, which the operator did not write.
+// Anything but a *corev1.ConfigMap is returned as it is.
 func PruneConfigMap(obj any) (any, error) {
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
-		return obj, nil
+	k, err := keepConfigMap(obj, nil)
+	if kept, ok := k.(*keptConfigMap); ok {
+		return kept.configMap(), nil
 	}
-	out := &corev1.ConfigMap{TypeMeta: cm.TypeMeta, Immutable: cm.Immutable}
-	// The name is the one the model's status holds (and interns); the
-	// owner's name and uid are the same for each of a model's versions.
-	out.Namespace, out.Name, out.UID, out.ResourceVersion = intern(cm.Namespace), intern(cm.Name), cm.UID, cm.ResourceVersion
-	out.CreationTimestamp, out.DeletionTimestamp = cm.CreationTimestamp, cm.DeletionTimestamp
-	out.OwnerReferences = cm.OwnerReferences
-	for i := range out.OwnerReferences {
-		ref := &out.OwnerReferences[i]
-		ref.APIVersion, ref.Kind, ref.Name, ref.UID = intern(ref.APIVersion), intern(ref.Kind), intern(ref.Name), types.UID(intern(string(ref.UID)))
-	}
-	if !ptr.Deref(cm.Immutable, false) {
-		// Not one the operator wrote: keep the data, so it is not taken
-		// for a manifest.
-		out.Data = cm.Data
-	}
-	return out, nil
-}
-
-// configMapPruner is PruneConfigMap keeping the shard label keys too: a
-// pass compares a manifest ConfigMap's shard labels with its model's and
-// labels it when they differ (a model that moved between shards). Each
-// distinct set of them is stored once for all ConfigMaps (sharedLabels).
-func configMapPruner(keys []string) func(any) (any, error) {
-	if len(keys) == 0 {
-		return PruneConfigMap
-	}
-	return func(obj any) (any, error) {
-		out, err := PruneConfigMap(obj)
-		if cm, ok := obj.(*corev1.ConfigMap); ok && err == nil {
-			out.(*corev1.ConfigMap).Labels = sharedLabels(cm.Labels, keys)
-		}
-		return out, err
-	}
+	return k, err
 }
 
 // labelSets holds one map for each distinct set of shard labels cached

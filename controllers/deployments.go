@@ -308,18 +308,25 @@ func keptMeta(obj any) *metav1.PartialObjectMetadata {
 }
 
 // WaitForSync waits for the first list and for its events to be handed
-// over: no pass reads a target from a store that has not seen it yet. A
-// cancelled ctx (the manager stopping) is not an error.
+// over: no pass reads a target from a store that has not seen it yet
+// (waitForStore).
 func (s *deploymentStore) WaitForSync(ctx context.Context) error {
-	synced := []toolscache.InformerSynced{s.informer.HasSynced}
-	if s.registration != nil {
-		synced = append(synced, s.registration.HasSynced)
+	return waitForStore(ctx, deploymentStoreDescription, s.informer, s.registration)
+}
+
+// waitForStore waits for a store's informer to have its first list and,
+// once Start registered it (reg), for its event handler to have handed
+// that list over. A cancelled ctx (the manager stopping) is not an error.
+func waitForStore(ctx context.Context, description string, inf toolscache.SharedIndexInformer, reg toolscache.ResourceEventHandlerRegistration) error {
+	synced := []toolscache.InformerSynced{inf.HasSynced}
+	if reg != nil {
+		synced = append(synced, reg.HasSynced)
 	}
 	if !toolscache.WaitForCacheSync(ctx.Done(), synced...) {
 		if errors.Is(ctx.Err(), context.Canceled) {
 			return nil
 		}
-		return fmt.Errorf("the store of %s did not sync", deploymentStoreDescription)
+		return fmt.Errorf("the store of %s did not sync", description)
 	}
 	return nil
 }

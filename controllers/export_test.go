@@ -12,6 +12,16 @@ func (r *OpenMedModelReconciler) HoldsDeployment(key types.NamespacedName) bool 
 	return r.deployments != nil && r.deployments.get(key) != nil
 }
 
+// HoldsConfigMap reports whether the reconciler's ConfigMap store
+// (configmaps.go) holds the ConfigMap key.
+func (r *OpenMedModelReconciler) HoldsConfigMap(key types.NamespacedName) bool {
+	if r.configMaps == nil {
+		return false
+	}
+	_, ok, err := r.configMaps.informer.GetIndexer().GetByKey(key.String())
+	return ok && err == nil
+}
+
 // KeptAndPruned returns d as the Deployment store hands it out (kept
 // compact, then rebuilt) and as pruning alone leaves it: the two must be
 // the same.

@@ -3,8 +3,6 @@ package controllers
 import (
 	"context"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,24 +11,21 @@ import (
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
-// The reconciler's two indexes are added to the manager's informers with
+// The reconciler's index of models is added to the manager's informer with
 // each value under one key, "namespace/value". controller-runtime's
 // IndexField keeps every value of a namespaced object twice (also under
 // "__all_namespaces/value", for a List across namespaces, which the
-// reconciler never makes), and every value of these indexes is one model's
-// own, so each key costs a set of its own: about 0.3 KiB a model for each.
-// They are read with the cache's List and client.MatchingFields in one
-// namespace, which looks up "namespace/value" in the informer's index
-// named "field:" and the field (controller-runtime's naming, see
-// fieldIndexName).
-const (
-	// targetIndexKey indexes OpenMedModels by the name of each Deployment
-	// they target or targeted.
-	targetIndexKey = ".openmed.targetName"
-	// ownerIndexKey indexes ConfigMaps by the UID of the OpenMedModel that
-	// controls them.
-	ownerIndexKey = ".openmed.ownerUID"
-)
+// reconciler never makes), and every value of this index is one model's
+// own, so each key costs a set of its own: about 0.3 KiB a model. It is
+// read with the cache's List and client.MatchingFields in one namespace,
+// which looks up "namespace/value" in the informer's index named "field:"
+// and the field (controller-runtime's naming, see fieldIndexName). (The
+// manifest ConfigMaps are indexed by owner in their own store,
+// configmaps.go.)
+
+// targetIndexKey indexes OpenMedModels by the name of each Deployment they
+// target or targeted.
+const targetIndexKey = ".openmed.targetName"
 
 // fieldIndexName is the name controller-runtime's cache gives the index of
 // a field (its internal.FieldIndexName): a List with
@@ -50,18 +45,6 @@ func indexModelsByTarget(obj any) ([]string, error) {
 		keys = append(keys, m.Namespace+"/"+name)
 	}
 	return keys, nil
-}
-
-// indexConfigMapsByOwner is ownerIndexKey's function.
-func indexConfigMapsByOwner(obj any) ([]string, error) {
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
-		return nil, nil
-	}
-	if ref := metav1.GetControllerOfNoCopy(cm); ref != nil && ref.Kind == "OpenMedModel" {
-		return []string{cm.Namespace + "/" + string(ref.UID)}, nil
-	}
-	return nil, nil
 }
 
 // addIndex adds the index of field (f) to the manager cache's informer of

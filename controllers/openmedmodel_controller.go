@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -123,12 +124,14 @@ type OpenMedModelReconciler struct {
 	pending     *podStore
 	// deployments are the claimed Deployments (deployments.go).
 	deployments *deploymentStore
+	// configMaps are the manifest ConfigMaps (configmaps.go).
+	configMaps *configMapStore
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
 	// cachesDeployment says whether the Deployment store selects a
-	// Deployment with these labels, cachesConfigMap whether the cache
-	// selects a ConfigMap with these (CacheByObject).
+	// Deployment with these labels, cachesConfigMap whether the ConfigMap
+	// store selects a ConfigMap with these.
 	cachesDeployment, cachesConfigMap func(map[string]string) bool
 
 	mu          sync.Mutex
@@ -200,9 +203,6 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if err := addIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, targetIndexKey, indexModelsByTarget); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
 	}
-	if err := addIndex(ctx, mgr.GetCache(), &corev1.ConfigMap{}, ownerIndexKey, indexConfigMapsByOwner); err != nil {
-		return fmt.Errorf("index ConfigMaps by owner: %w", err)
-	}
 
 	// The stores of the reconciler's own watch with this client.
 	watcher, err := client.NewWithWatch(mgr.GetConfig(), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
@@ -212,6 +212,12 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	// The claimed Deployments, in a store of their own (see deployments.go).
 	if r.deployments, err = newDeploymentStore(watcher, opts.Namespace, deployments, r.shardLabels, r.requestsForDeployment); err != nil {
 		return fmt.Errorf("Deployment store: %w", err)
+	}
+	// The manifest ConfigMaps, in another (see configmaps.go), waking their
+	// owner as Owns would.
+	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.OpenMedModel{}, handler.OnlyControllerOwner())
+	if r.configMaps, err = newConfigMapStore(watcher, opts.Namespace, configMaps, r.shardLabels, owner); err != nil {
+		return fmt.Errorf("ConfigMap store: %w", err)
 	}
 	// The pods of baking versions, in another (see pods.go).
 	if r.pods, err = newBakePodStore(watcher, opts.Namespace); err != nil {
@@ -241,7 +247,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 			predicate.AnnotationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: r.awaitedUpdate},
 		))).
-		Owns(&corev1.ConfigMap{}).
+		WatchesRawSource(r.configMaps).
 		WatchesRawSource(r.deployments).
 		WatchesRawSource(r.pods).
 		WatchesRawSource(r.pending).
@@ -558,17 +564,14 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
 	var read targetRead
 	if obj.UID != "" {
-		var cms corev1.ConfigMapList
-		if err := r.List(ctx, &cms, client.InNamespace(obj.Namespace), client.MatchingFields{ownerIndexKey: string(obj.UID)}); err != nil {
-			return observed, read, fmt.Errorf("list the manifest ConfigMaps of OpenMedModel %s/%s from the cache: %w", obj.Namespace, obj.Name, err)
-		}
-		// A ConfigMap this operator created for the model and the cache
+		cms := r.configMaps.owned(obj.Namespace, obj.UID)
+		// A ConfigMap this operator created for the model and the store
 		// does not show yet is waited for, before any read around the
 		// cache, not created again.
-		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, cms.Items) {
+		if r.manifestLag.missing(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.UID, cms) {
 			return observed, targetWaiting, nil
 		}
-		observed.ConfigMaps = cms.Items
+		observed.ConfigMaps = cms
 	}
 	desired, previous := rollout.TargetNames(obj)
 	var err error

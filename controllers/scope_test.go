@@ -187,8 +187,11 @@ func TestShardsSplitTheTargets(t *testing.T) {
 
 	key := func(name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
 	holds := func(op *operator, obj client.Object, name string) bool {
-		if _, ok := obj.(*appsv1.Deployment); ok {
+		switch obj.(type) {
+		case *appsv1.Deployment:
 			return op.reconciler.HoldsDeployment(key(name))
+		case *corev1.ConfigMap:
+			return op.reconciler.HoldsConfigMap(key(name))
 		}
 		return op.cache.Get(ctx, key(name), obj) == nil
 	}

@@ -1,0 +1,232 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+)
+
+// The manifest ConfigMaps are not in the manager's cache either: a cached
+// *corev1.ConfigMap costs about 1.1 KiB with the cache's indexes (its
+// structs alone are 0.3 KiB, whatever is pruned), and a model has two of
+// them once it upgraded. The ConfigMap store is an informer of its own that
+// keeps a keptConfigMap per ConfigMap, indexed by its owner, and a source
+// that wakes a ConfigMap's owner, as Owns would.
+
+// keptConfigMap is a manifest ConfigMap as the ConfigMap store keeps it:
+// exactly what PruneConfigMap keeps (and, in a shard, its shard labels), in
+// a smaller shape; configMap returns it as the pruned *corev1.ConfigMap.
+type keptConfigMap struct {
+	namespace, name, resourceVersion string
+	uid                              types.UID
+	created                          metav1.Time
+	deleted                          *metav1.Time
+	ownerReferences                  []metav1.OwnerReference
+	// labels is the shared map of its shard labels (sharedLabels), nil
+	// outside a shard.
+	labels map[string]string
+	// immutable is the ConfigMap's immutable field.
+	immutable *bool
+	// data is kept for a ConfigMap that is not immutable only (not one the
+	// operator wrote: it must not be taken for a manifest).
+	data map[string]string
+}
+
+// The values the kept pointers to booleans point at: read only.
+var (
+	keptTrue  = true
+	keptFalse = false
+)
+
+// sharedBool returns a pointer to a shared true or false for b, nil for nil.
+func sharedBool(b *bool) *bool {
+	switch {
+	case b == nil:
+		return nil
+	case *b:
+		return &keptTrue
+	default:
+		return &keptFalse
+	}
+}
+
+// keepConfigMap is the ConfigMap store's transform: a *corev1.ConfigMap
+// becomes the *keptConfigMap of what PruneConfigMap keeps, with the shard
+// label keys shard; anything else (a tombstone) is returned as it is.
+func keepConfigMap(obj any, shard []string) (any, error) {
+	cm, ok := obj.(*corev1.ConfigMap)
+	if !ok {
+		return obj, nil
+	}
+	k := &keptConfigMap{namespace: intern(cm.Namespace), name: cm.Name, resourceVersion: cm.ResourceVersion, uid: cm.UID,
+		created: cm.CreationTimestamp, deleted: cm.DeletionTimestamp, immutable: sharedBool(cm.Immutable)}
+	if len(shard) > 0 {
+		k.labels = sharedLabels(cm.Labels, shard)
+	}
+	if n := len(cm.OwnerReferences); n > 0 {
+		k.ownerReferences = make([]metav1.OwnerReference, n)
+		for i, ref := range cm.OwnerReferences {
+			k.ownerReferences[i] = metav1.OwnerReference{APIVersion: intern(ref.APIVersion), Kind: intern(ref.Kind), Name: ref.Name, UID: ref.UID,
+				Controller: sharedBool(ref.Controller), BlockOwnerDeletion: sharedBool(ref.BlockOwnerDeletion)}
+		}
+	}
+	if k.immutable == nil || !*k.immutable {
+		k.data = cm.Data
+	}
+	return k, nil
+}
+
+// configMap returns the kept ConfigMap as the pruned *corev1.ConfigMap
+// (PruneConfigMap's result, with the shard labels), a copy the caller may
+// change.
+func (k *keptConfigMap) configMap() *corev1.ConfigMap {
+	cm := &corev1.ConfigMap{TypeMeta: configMapTypeMeta}
+	k.objectMeta().DeepCopyInto(&cm.ObjectMeta)
+	if k.immutable != nil {
+		cm.Immutable = new(bool)
+		*cm.Immutable = *k.immutable
+	}
+	if k.data != nil {
+		cm.Data = make(map[string]string, len(k.data))
+		for key, v := range k.data {
+			cm.Data[key] = v
+		}
+	}
+	return cm
+}
+
+// configMapTypeMeta is the kind of every ConfigMap the store returns.
+var configMapTypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
+
+// objectMeta returns the kept metadata, sharing its slices and maps.
+func (k *keptConfigMap) objectMeta() *metav1.ObjectMeta {
+	return &metav1.ObjectMeta{Namespace: k.namespace, Name: k.name, UID: k.uid, ResourceVersion: k.resourceVersion,
+		CreationTimestamp: k.created, DeletionTimestamp: k.deleted, OwnerReferences: k.ownerReferences, Labels: k.labels}
+}
+
+// GetObjectMeta makes a kept ConfigMap an object to client-go's store (its
+// key and index functions read it with meta.Accessor).
+func (k *keptConfigMap) GetObjectMeta() metav1.Object { return k.objectMeta() }
+
+// configMapOwnerIndex indexes the ConfigMap store by the controller
+// OpenMedModel, "namespace/uid".
+const configMapOwnerIndex = "owner"
+
+// indexConfigMapsByOwner is configMapOwnerIndex's function.
+func indexConfigMapsByOwner(obj any) ([]string, error) {
+	k, ok := obj.(*keptConfigMap)
+	if !ok {
+		return nil, nil
+	}
+	for _, ref := range k.ownerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "OpenMedModel" {
+			return []string{k.namespace + "/" + string(ref.UID)}, nil
+		}
+	}
+	return nil, nil
+}
+
+// configMapStore is an informer of the manifest ConfigMaps the operator
+// created (the managed-by label and the shard's requirements), in the
+// manager's namespace or all of them, each kept as a keptConfigMap and
+// indexed by its controller OpenMedModel; as a source it wakes that model
+// when one was added, changed or went, and makes the controller wait for
+// its first list.
+type configMapStore struct {
+	informer toolscache.SharedIndexInformer
+	// owner wakes the controller OpenMedModel of a ConfigMap (Owns' handler).
+	owner handler.EventHandler
+	// registration is Start's event handler.
+	registration toolscache.ResourceEventHandlerRegistration
+}
+
+const configMapStoreDescription = "manifest ConfigMaps"
+
+// newConfigMapStore builds the store on a watching client: the ConfigMaps
+// selector picks, with the shard label keys shard. owner is the handler
+// that wakes a ConfigMap's controller OpenMedModel. It starts with the
+// controller (Start) and stops with it.
+func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string, owner handler.EventHandler) (*configMapStore, error) {
+	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &corev1.ConfigMapList{} })
+	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, toolscache.SharedIndexInformerOptions{
+		Indexers:          toolscache.Indexers{configMapOwnerIndex: indexConfigMapsByOwner},
+		ObjectDescription: configMapStoreDescription,
+	})
+	if err := inf.SetTransform(func(obj any) (any, error) { return keepConfigMap(obj, shard) }); err != nil {
+		return nil, err
+	}
+	return &configMapStore{informer: inf, owner: owner}, nil
+}
+
+// owned returns the kept ConfigMaps whose controller is the OpenMedModel
+// uid of namespace, by name, as pruned *corev1.ConfigMaps.
+func (s *configMapStore) owned(namespace string, uid types.UID) []corev1.ConfigMap {
+	objs, err := s.informer.GetIndexer().ByIndex(configMapOwnerIndex, namespace+"/"+string(uid))
+	if err != nil || len(objs) == 0 {
+		return nil
+	}
+	out := make([]corev1.ConfigMap, 0, len(objs))
+	for _, o := range objs {
+		if k, ok := o.(*keptConfigMap); ok {
+			out = append(out, *k.configMap())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+var _ source.TypedSyncingSource[reconcile.Request] = (*configMapStore)(nil)
+
+// Start runs the informer until ctx ends and hands every ConfigMap added,
+// changed or gone to the owner handler, as Owns would: those of the first
+// list at low priority.
+func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			if k, ok := obj.(*keptConfigMap); ok {
+				s.owner.Create(ctx, event.CreateEvent{Object: k.configMap(), IsInInitialList: isInInitialList}, q)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*keptConfigMap)
+			n, ok2 := newObj.(*keptConfigMap)
+			if ok1 && ok2 {
+				s.owner.Update(ctx, event.UpdateEvent{ObjectOld: o.configMap(), ObjectNew: n.configMap()}, q)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if k, ok := obj.(*keptConfigMap); ok {
+				s.owner.Delete(ctx, event.DeleteEvent{Object: k.configMap()}, q)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", configMapStoreDescription, err)
+	}
+	s.registration = reg
+	go s.informer.RunWithContext(ctx)
+	return nil
+}
+
+// WaitForSync waits for the first list and for its events to be handed
+// over (waitForStore).
+func (s *configMapStore) WaitForSync(ctx context.Context) error {
+	return waitForStore(ctx, configMapStoreDescription, s.informer, s.registration)
+}
+
+func (s *configMapStore) String() string { return configMapStoreDescription }

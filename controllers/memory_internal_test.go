@@ -1,0 +1,184 @@
+package controllers
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/json"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// cachedObjects is how many objects of a kind TestCachedBytes holds at once:
+// enough that a map's or an interned string's share is what it is at scale.
+const cachedObjects = 4000
+
+// TestCachedBytes measures what one model costs in the operator's caches,
+// kind by kind: objects as the API server serves them in the scale
+// benchmark (testdata/memory, captured from its API server: a model Ready
+// with its first version and the bake guard on, its claimed Deployment, a
+// manifest ConfigMap and a pod of the baking version), each made distinct
+// by its name and uids, decoded, kept by its store's transform and added to
+// a client-go store with the indexes the operator's informer of that kind
+// has. Go's heap in use before and after, after a collection, is the cost;
+// it must stay within the kind's budget.
+func TestCachedBytes(t *testing.T) {
+	for _, tc := range []struct {
+		kind, file string
+		new        func() client.Object
+		transform  toolscache.TransformFunc
+		indexers   toolscache.Indexers
+		// perModel is the number of objects of the kind a model has in
+		// the benchmark's end state.
+		perModel int
+		// budget is the most bytes an object may cost: about 10 % above
+		// what it cost when the store took its shape (Go 1.27), so a
+		// change that makes the kept shape larger fails here first.
+		budget int
+	}{
+		{kind: "OpenMedModel", file: "model.json", new: func() client.Object { return &v1alpha1.OpenMedModel{} }, transform: PruneModel,
+			indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, fieldIndexName(targetIndexKey): indexModelsByTarget},
+			perModel: 1, budget: 2900},
+		{kind: "Deployment", file: "deployment.json", new: func() client.Object { return &appsv1.Deployment{} },
+			transform: func(obj any) (any, error) { return keepDeployment(obj, nil) }, perModel: 1, budget: 2100},
+		{kind: "ConfigMap", file: "configmap.json", new: func() client.Object { return &corev1.ConfigMap{} },
+			transform: func(obj any) (any, error) { return keepConfigMap(obj, nil) },
+			indexers:  toolscache.Indexers{configMapOwnerIndex: indexConfigMapsByOwner},
+			perModel: 2, budget: 1000},
+		{kind: "Pod", file: "pod.json", new: func() client.Object { return &corev1.Pod{} }, transform: compactPod,
+			indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
+				if p, ok := obj.(keptPod); ok && p.ownerKey() != "" {
+					return []string{p.ownerKey()}, nil
+				}
+				return nil, nil
+			}},
+			perModel: 2, budget: 900},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", "memory", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := tc.new()
+			if err := json.UnmarshalCaseSensitivePreserveInts(raw, first); err != nil {
+				t.Fatal(err)
+			}
+			// Each copy gets its own name, uid and owner (the model's
+			// name is in the names of everything of the model).
+			model := []byte(modelOf(first))
+			variants := make([][]byte, cachedObjects)
+			for i := range variants {
+				v := bytes.ReplaceAll(raw, model, fmt.Appendf(nil, "m%0*d", len(model)-1, i))
+				variants[i] = uuid.ReplaceAllFunc(v, func(u []byte) []byte { return append(fmt.Appendf(nil, "\"%08x", i), u[9:]...) })
+			}
+			store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, tc.indexers)
+			before := heapInUse()
+			for _, v := range variants {
+				obj := tc.new()
+				if err := json.UnmarshalCaseSensitivePreserveInts(v, obj); err != nil {
+					t.Fatal(err)
+				}
+				kept, err := tc.transform(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := store.Add(kept); err != nil {
+					t.Fatal(err)
+				}
+			}
+			per := (int(heapInUse()) - int(before)) / cachedObjects
+			runtime.KeepAlive(store)
+			runtime.KeepAlive(variants)
+			t.Logf("%s: %d bytes each, %d per model", tc.kind, per, per*tc.perModel)
+			if per > tc.budget {
+				t.Errorf("%s: %d bytes each, more than %d", tc.kind, per, tc.budget)
+			}
+		})
+	}
+}
+
+// uuid matches a quoted uid (its first group is replaced per copy).
+var uuid = regexp.MustCompile(`"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// modelOf returns the name of the model obj belongs to: its own, or the
+// one its name starts with.
+func modelOf(obj client.Object) string {
+	name := obj.GetName()
+	if len(name) >= len("model-00000") {
+		return name[:len("model-00000")]
+	}
+	return name
+}
+
+// heapInUse returns the bytes of live heap objects after a collection.
+func heapInUse() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestKeptConfigMap: the ConfigMap store hands out what PruneConfigMap
+// documents — identity, version, times, owner references, the immutable
+// field, the shard labels — and the data only of a ConfigMap that is not
+// immutable (not one the operator wrote); each read is a copy of its own.
+func TestKeptConfigMap(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "memory", "configmap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		immutable *bool
+		shard     []string
+		labels    map[string]string
+		data      bool
+	}{
+		{name: "a manifest", immutable: ptr.To(true)},
+		{name: "a manifest in a shard", immutable: ptr.To(true), shard: []string{"sharding.fluxcd.io/key"}, labels: map[string]string{"sharding.fluxcd.io/key": "shard1"}},
+		{name: "not immutable", immutable: nil, data: true},
+		{name: "immutable false", immutable: ptr.To(false), data: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sent := &corev1.ConfigMap{}
+			if err := json.UnmarshalCaseSensitivePreserveInts(raw, sent); err != nil {
+				t.Fatal(err)
+			}
+			sent.Immutable = tc.immutable
+			for k, v := range tc.labels {
+				sent.Labels[k] = v
+			}
+			kept, err := keepConfigMap(sent.DeepCopy(), tc.shard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := kept.(*keptConfigMap).configMap()
+			want := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Immutable: tc.immutable}
+			want.Namespace, want.Name, want.UID, want.ResourceVersion = sent.Namespace, sent.Name, sent.UID, sent.ResourceVersion
+			want.CreationTimestamp, want.OwnerReferences, want.Labels = sent.CreationTimestamp, sent.OwnerReferences, tc.labels
+			if tc.data {
+				want.Data = sent.Data
+			}
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("the store hands out\n%+v\nwant\n%+v", got, want)
+			}
+			got.OwnerReferences[0].Name, got.Labels = "changed", map[string]string{"x": "y"}
+			if again := kept.(*keptConfigMap).configMap(); again.OwnerReferences[0].Name == "changed" || again.Labels["x"] == "y" {
+				t.Error("a change to what the store handed out changed what it keeps")
+			}
+		})
+	}
+}
