@@ -24,9 +24,7 @@ const pendingSelector = "spec.nodeName=,status.phase=Pending"
 // identity, the operator's owner and manifest-hash annotations (empty for a
 // pod of another workload) and its PodScheduled condition.
 type pendingPod struct {
-	// ObjectMeta holds the namespace, name, resourceVersion and the
-	// creation and deletion times only.
-	metav1.ObjectMeta
+	storedMeta
 
 	owner, manifestHash string
 
