@@ -56,7 +56,7 @@ func TestCachedBytes(t *testing.T) {
 		{kind: "ConfigMap", file: "configmap.json", new: func() client.Object { return &corev1.ConfigMap{} },
 			transform: func(obj any) (any, error) { return keepConfigMap(obj, nil) },
 			indexers:  toolscache.Indexers{configMapOwnerIndex: indexConfigMapsByOwner},
-			perModel: 2, budget: 1000},
+			perModel:  2, budget: 1000},
 		{kind: "Pod", file: "pod.json", new: func() client.Object { return &corev1.Pod{} }, transform: compactPod,
 			indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
 				if p, ok := obj.(keptPod); ok && p.ownerKey() != "" {

@@ -16,11 +16,11 @@ import (
 )
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set:
-// the heap may grow to 1.3 times what is live instead of Go's 2 times. The
+// the heap may grow to 1.2 times what is live instead of Go's 2 times. The
 // live heap is mostly the informer caches, which grow with the number of
 // models, and an operator sits idle most of the time, so memory is worth
 // more here than the collector's CPU (see docs/scale.md).
-const defaultGCPercent = 30
+const defaultGCPercent = 20
 
 func main() {
 	if os.Getenv("GOGC") == "" {
