@@ -22,8 +22,8 @@ import (
 // *corev1.ConfigMap costs about 1.1 KiB with the cache's indexes (its
 // structs alone are 0.3 KiB, whatever is pruned), and a model has two of
 // them once it upgraded. The ConfigMap store is an informer of its own that
-// keeps a keptConfigMap per ConfigMap, indexed by its owner, and a source
-// that wakes a ConfigMap's owner, as Owns would.
+// keeps a keptConfigMap per ConfigMap, held by its owner (ownerMap), and a
+// source that wakes a ConfigMap's owner, as Owns would.
 
 // keptConfigMap is a manifest ConfigMap as the ConfigMap store keeps it:
 // exactly what PruneConfigMap keeps (and, in a shard, its shard labels), in
@@ -120,32 +120,26 @@ func (k *keptConfigMap) objectMeta() *metav1.ObjectMeta {
 // key and index functions read it with meta.Accessor).
 func (k *keptConfigMap) GetObjectMeta() metav1.Object { return k.objectMeta() }
 
-// configMapOwnerIndex indexes the ConfigMap store by the controller
-// OpenMedModel, "namespace/uid".
-const configMapOwnerIndex = "owner"
-
-// indexConfigMapsByOwner is configMapOwnerIndex's function.
-func indexConfigMapsByOwner(obj any) ([]string, error) {
-	k, ok := obj.(*keptConfigMap)
-	if !ok {
-		return nil, nil
-	}
+// controllerUID returns the uid of the OpenMedModel that controls the kept
+// ConfigMap, "" for none.
+func (k *keptConfigMap) controllerUID() types.UID {
 	for _, ref := range k.ownerReferences {
 		if ref.Controller != nil && *ref.Controller && ref.Kind == "OpenMedModel" {
-			return []string{k.namespace + "/" + string(ref.UID)}, nil
+			return ref.UID
 		}
 	}
-	return nil, nil
+	return ""
 }
 
 // configMapStore is an informer of the manifest ConfigMaps the operator
 // created (the managed-by label and the shard's requirements), in the
-// manager's namespace or all of them, each kept as a keptConfigMap and
-// indexed by its controller OpenMedModel; as a source it wakes that model
-// when one was added, changed or went, and makes the controller wait for
-// its first list.
+// manager's namespace or all of them, each kept as a keptConfigMap and held
+// by its controller OpenMedModel's uid (byOwner); as a source it wakes that
+// model when one was added, changed or went, and makes the controller wait
+// for its first list.
 type configMapStore struct {
 	informer toolscache.SharedIndexInformer
+	byOwner  *ownerMap[types.UID, *keptConfigMap]
 	// owner wakes the controller OpenMedModel of a ConfigMap (Owns' handler).
 	owner handler.EventHandler
 	// registration is Start's event handler.
@@ -161,30 +155,44 @@ const configMapStoreDescription = "manifest ConfigMaps"
 func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string, owner handler.EventHandler) (*configMapStore, error) {
 	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &corev1.ConfigMapList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, toolscache.SharedIndexInformerOptions{
-		Indexers:          toolscache.Indexers{configMapOwnerIndex: indexConfigMapsByOwner},
 		ObjectDescription: configMapStoreDescription,
 	})
 	if err := inf.SetTransform(func(obj any) (any, error) { return keepConfigMap(obj, shard) }); err != nil {
 		return nil, err
 	}
-	return &configMapStore{informer: inf, owner: owner}, nil
+	return &configMapStore{informer: inf, byOwner: newOwnerMap[types.UID, *keptConfigMap](), owner: owner}, nil
 }
 
 // owned returns the kept ConfigMaps whose controller is the OpenMedModel
 // uid of namespace, by name, as pruned *corev1.ConfigMaps.
 func (s *configMapStore) owned(namespace string, uid types.UID) []corev1.ConfigMap {
-	objs, err := s.informer.GetIndexer().ByIndex(configMapOwnerIndex, namespace+"/"+string(uid))
-	if err != nil || len(objs) == 0 {
+	kept := s.byOwner.get(uid)
+	if len(kept) == 0 {
 		return nil
 	}
-	out := make([]corev1.ConfigMap, 0, len(objs))
-	for _, o := range objs {
-		if k, ok := o.(*keptConfigMap); ok {
+	out := make([]corev1.ConfigMap, 0, len(kept))
+	for _, k := range kept {
+		if k.namespace == namespace {
 			out = append(out, *k.configMap())
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// put holds k under its controller (none: not at all), in place of its
+// earlier version; gone drops it.
+func (s *configMapStore) put(k *keptConfigMap, gone bool) {
+	uid := k.controllerUID()
+	if uid == "" {
+		return
+	}
+	same := func(o *keptConfigMap) bool { return o.name == k.name && o.namespace == k.namespace }
+	if gone {
+		s.byOwner.remove(uid, same)
+		return
+	}
+	s.byOwner.put(uid, k, same)
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*configMapStore)(nil)
@@ -196,6 +204,7 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			if k, ok := obj.(*keptConfigMap); ok {
+				s.put(k, false)
 				s.owner.Create(ctx, event.CreateEvent{Object: k.configMap(), IsInInitialList: isInInitialList}, q)
 			}
 		},
@@ -203,6 +212,10 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 			o, ok1 := oldObj.(*keptConfigMap)
 			n, ok2 := newObj.(*keptConfigMap)
 			if ok1 && ok2 {
+				if o.controllerUID() != n.controllerUID() {
+					s.put(o, true)
+				}
+				s.put(n, false)
 				s.owner.Update(ctx, event.UpdateEvent{ObjectOld: o.configMap(), ObjectNew: n.configMap()}, q)
 			}
 		},
@@ -211,6 +224,7 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 				obj = t.Obj
 			}
 			if k, ok := obj.(*keptConfigMap); ok {
+				s.put(k, true)
 				s.owner.Delete(ctx, event.DeleteEvent{Object: k.configMap()}, q)
 			}
 		},

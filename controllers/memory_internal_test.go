@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +33,8 @@ const cachedObjects = 4000
 // manifest ConfigMap and a pod of the baking version), each made distinct
 // by its name and uids, decoded, kept by its store's transform and added to
 // a client-go store with the indexes the operator's informer of that kind
-// has. Go's heap in use before and after, after a collection, is the cost;
+// has (and, for ConfigMaps and pods, held by owner as their store's handler
+// holds them). Go's heap in use before and after, after a collection, is the cost;
 // it must stay within the kind's budget.
 func TestCachedBytes(t *testing.T) {
 	for _, tc := range []struct {
@@ -40,6 +42,9 @@ func TestCachedBytes(t *testing.T) {
 		new        func() client.Object
 		transform  toolscache.TransformFunc
 		indexers   toolscache.Indexers
+		// hold, when set, returns what holds a kept object by its owner
+		// beside the store (ownerMap), as the store's handler does.
+		hold func() func(any)
 		// perModel is the number of objects of the kind a model has in
 		// the benchmark's end state.
 		perModel int
@@ -52,19 +57,20 @@ func TestCachedBytes(t *testing.T) {
 			indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, fieldIndexName(targetIndexKey): indexModelsByTarget},
 			perModel: 1, budget: 2900},
 		{kind: "Deployment", file: "deployment.json", new: func() client.Object { return &appsv1.Deployment{} },
-			transform: func(obj any) (any, error) { return keepDeployment(obj, nil) }, perModel: 1, budget: 2100},
+			transform: func(obj any) (any, error) { return keepDeployment(obj, nil) }, perModel: 1, budget: 1900},
 		{kind: "ConfigMap", file: "configmap.json", new: func() client.Object { return &corev1.ConfigMap{} },
 			transform: func(obj any) (any, error) { return keepConfigMap(obj, nil) },
-			indexers:  toolscache.Indexers{configMapOwnerIndex: indexConfigMapsByOwner},
-			perModel:  2, budget: 1000},
+			hold: func() func(any) {
+				s := &configMapStore{byOwner: newOwnerMap[types.UID, *keptConfigMap]()}
+				return func(obj any) { s.put(obj.(*keptConfigMap), false) }
+			},
+			perModel: 2, budget: 700},
 		{kind: "Pod", file: "pod.json", new: func() client.Object { return &corev1.Pod{} }, transform: compactPod,
-			indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
-				if p, ok := obj.(keptPod); ok && p.ownerKey() != "" {
-					return []string{p.ownerKey()}, nil
-				}
-				return nil, nil
-			}},
-			perModel: 2, budget: 900},
+			hold: func() func(any) {
+				s := &podStore{byOwner: newOwnerMap[string, keptPod]()}
+				return func(obj any) { s.put(obj.(keptPod), false) }
+			},
+			perModel: 2, budget: 650},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", "memory", tc.file))
@@ -84,6 +90,10 @@ func TestCachedBytes(t *testing.T) {
 				variants[i] = uuid.ReplaceAllFunc(v, func(u []byte) []byte { return append(fmt.Appendf(nil, "\"%08x", i), u[9:]...) })
 			}
 			store := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, tc.indexers)
+			hold := func(any) {}
+			if tc.hold != nil {
+				hold = tc.hold()
+			}
 			before := heapInUse()
 			for _, v := range variants {
 				obj := tc.new()
@@ -97,9 +107,11 @@ func TestCachedBytes(t *testing.T) {
 				if err := store.Add(kept); err != nil {
 					t.Fatal(err)
 				}
+				hold(kept)
 			}
 			per := (int(heapInUse()) - int(before)) / cachedObjects
 			runtime.KeepAlive(store)
+			runtime.KeepAlive(hold)
 			runtime.KeepAlive(variants)
 			t.Logf("%s: %d bytes each, %d per model", tc.kind, per, per*tc.perModel)
 			if per > tc.budget {

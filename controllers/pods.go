@@ -209,10 +209,10 @@ func (b *bakePod) sameAs(other keptPod) bool {
 	return true
 }
 
-// storedMeta is the metadata a pod store keeps of a pod: its namespace,
-// name, resourceVersion and creation and deletion times, under the names
-// metav1.ObjectMeta gives them, without its other fields (a third of the
-// size).
+// storedMeta is the metadata the reconciler's stores keep of an object:
+// its namespace, name, resourceVersion and creation and deletion times,
+// under the names metav1.ObjectMeta gives them, without its other fields
+// (a third of the size).
 type storedMeta struct {
 	Namespace, Name, ResourceVersion string
 	CreationTimestamp                metav1.Time
@@ -248,16 +248,18 @@ type keptPod interface {
 	wakes() bool
 }
 
-// podOwnerIndex indexes a pod store by the owner annotation.
-const podOwnerIndex = "owner"
-
 // podStore is an informer of the pods a selector picks, in the manager's
 // namespace or all of them, each kept compact (a keptPod) by its transform
-// and indexed by model; as a source it wakes a pod's model and makes the
+// and held by model; as a source it wakes a pod's model and makes the
 // controller wait for its first list.
 type podStore struct {
 	informer    toolscache.SharedIndexInformer
 	description string
+	// byOwner holds the kept pods by their owner annotation, as Start's
+	// handler saw them.
+	byOwner *ownerMap[string, keptPod]
+	// registration is Start's event handler.
+	registration toolscache.ResourceEventHandlerRegistration
 	// wakesSome: only some of the kept pods wake their model (keptPod
 	// wakes), so the store remembers which did.
 	wakesSome bool
@@ -274,18 +276,12 @@ type podStore struct {
 func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptions, transform toolscache.TransformFunc, description string) (*podStore, error) {
 	lw := listWatch(c, namespace, selector, func() client.ObjectList { return &corev1.PodList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
-		Indexers: toolscache.Indexers{podOwnerIndex: func(obj any) ([]string, error) {
-			if p, ok := obj.(keptPod); ok && p.ownerKey() != "" {
-				return []string{p.ownerKey()}, nil
-			}
-			return nil, nil
-		}},
 		ObjectDescription: description,
 	})
 	if err := inf.SetTransform(transform); err != nil {
 		return nil, err
 	}
-	return &podStore{informer: inf, description: description}, nil
+	return &podStore{informer: inf, byOwner: newOwnerMap[string, keptPod](), description: description}, nil
 }
 
 // listWatch lists and watches, with c, the objects of newList's kind that
@@ -316,15 +312,13 @@ func newBakePodStore(c client.WithWatch, namespace string) (*podStore, error) {
 // pods returns the kept pods of the model owner ("namespace/name"), by
 // name.
 func (s *podStore) pods(owner string) []corev1.Pod {
-	objs, err := s.informer.GetIndexer().ByIndex(podOwnerIndex, owner)
-	if err != nil || len(objs) == 0 {
+	kept := s.byOwner.get(owner)
+	if len(kept) == 0 {
 		return nil
 	}
-	out := make([]corev1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(keptPod); ok {
-			out = append(out, p.pod())
-		}
+	out := make([]corev1.Pod, 0, len(kept))
+	for _, p := range kept {
+		out = append(out, p.pod())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -340,7 +334,7 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 	// left the selection when it was bound) would not.
 	var mu sync.Mutex
 	woke := map[types.NamespacedName]bool{}
-	handle := func(obj any, gone bool) {
+	handle := func(obj any, gone, changed bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj, gone = t.Obj, true
 		}
@@ -349,6 +343,9 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 			return
 		}
 		key := types.NamespacedName{Namespace: p.GetNamespace(), Name: p.GetName()}
+		if changed {
+			s.put(p, gone)
+		}
 		mu.Lock()
 		wake := p.wakes() || woke[key]
 		if p.wakes() && !gone && s.wakesSome {
@@ -371,31 +368,52 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 			q.Add(reconcile.Request{NamespacedName: model})
 		}
 	}
-	if _, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { handle(obj, false) },
+	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { handle(obj, false, true) },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(keptPod)
 			n, ok2 := newObj.(keptPod)
-			if ok1 && ok2 && n.sameAs(o) {
-				return
+			if ok1 && ok2 {
+				if o.ownerKey() != n.ownerKey() {
+					s.put(o, true)
+				}
+				s.put(n, false)
+				if n.sameAs(o) {
+					return
+				}
 			}
-			handle(newObj, false)
+			handle(newObj, false, false)
 		},
-		DeleteFunc: func(obj any) { handle(obj, true) },
-	}); err != nil {
+		DeleteFunc: func(obj any) { handle(obj, true, true) },
+	})
+	if err != nil {
 		return fmt.Errorf("watch %s: %w", s.description, err)
 	}
+	s.registration = reg
 	go s.informer.RunWithContext(ctx)
 	return nil
 }
 
-// WaitForSync waits for the first list: no pass judges pods on a store
-// that has not seen them yet.
+// WaitForSync waits for the first list and for its events to be handed
+// over: no pass judges pods on a store that has not seen them yet
+// (waitForStore).
 func (s *podStore) WaitForSync(ctx context.Context) error {
-	if !toolscache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
-		return fmt.Errorf("the store of %s did not sync", s.description)
+	return waitForStore(ctx, s.description, s.informer, s.registration)
+}
+
+// put holds p under its owner (none: not at all), in place of its earlier
+// version; gone drops it.
+func (s *podStore) put(p keptPod, gone bool) {
+	owner := p.ownerKey()
+	if owner == "" {
+		return
 	}
-	return nil
+	same := func(o keptPod) bool { return o.GetName() == p.GetName() && o.GetNamespace() == p.GetNamespace() }
+	if gone {
+		s.byOwner.remove(owner, same)
+		return
+	}
+	s.byOwner.put(owner, p, same)
 }
 
 func (s *podStore) String() string { return s.description }
