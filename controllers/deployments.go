@@ -36,9 +36,13 @@ import (
 // what PruneDeployment keeps, in a smaller shape; deployment returns it as
 // the pruned *appsv1.Deployment.
 type keptDeployment struct {
-	// ObjectMeta holds the namespace, name, uid, resourceVersion,
-	// generation and the creation and deletion times only.
-	metav1.ObjectMeta
+	// storedMeta, UID and Generation are the namespace, name, uid,
+	// resourceVersion, generation and the creation and deletion times:
+	// what it keeps of the metadata but its labels, annotations and
+	// managedFields.
+	storedMeta
+	UID        types.UID
+	Generation int64
 
 	// labels, annotations, templateLabels and templateAnnotations are the
 	// kept labels and annotations as key, value pairs sorted by key.
@@ -162,7 +166,8 @@ var deploymentTypeMeta = metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deploymen
 // (PruneDeployment's result), a copy the caller may change.
 func (k *keptDeployment) deployment() *appsv1.Deployment {
 	d := &appsv1.Deployment{TypeMeta: deploymentTypeMeta}
-	k.ObjectMeta.DeepCopyInto(&d.ObjectMeta)
+	d.Namespace, d.Name, d.UID, d.ResourceVersion, d.Generation = k.Namespace, k.Name, k.UID, k.ResourceVersion, k.Generation
+	d.CreationTimestamp, d.DeletionTimestamp = k.CreationTimestamp, k.DeletionTimestamp.DeepCopy()
 	d.Labels, d.Annotations = toMap(k.labels), toMap(k.annotations)
 	if n := len(k.managedFields); n > 0 {
 		d.ManagedFields = make([]metav1.ManagedFieldsEntry, n)
@@ -200,6 +205,13 @@ func (k *keptDeployment) deployment() *appsv1.Deployment {
 	}
 	k.status.DeepCopyInto(&d.Status)
 	return d
+}
+
+// GetObjectMeta makes a kept Deployment an object to client-go's store.
+func (k *keptDeployment) GetObjectMeta() metav1.Object {
+	m := k.storedMeta.GetObjectMeta().(*metav1.ObjectMeta)
+	m.UID, m.Generation = k.UID, k.Generation
+	return m
 }
 
 // owner returns the kept openmed.ai/model-resource annotation.
