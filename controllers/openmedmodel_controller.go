@@ -275,7 +275,10 @@ func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o cl
 	// A version the operator did not write ends the wait for its own.
 	r.targetLag.behind(client.ObjectKeyFromObject(o), o.GetUID(), o.GetResourceVersion(), o.GetGeneration())
 	var list v1alpha1.OpenMedModelList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndexKey: o.GetName()}); err != nil {
+	// Only the models' names are read: the cache hands out its own objects
+	// instead of a deep copy of each (a wave of Deployment events would
+	// copy every model it touches).
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndexKey: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list OpenMedModels for Deployment", "Deployment", klogRef(o))
 		return nil
 	}
