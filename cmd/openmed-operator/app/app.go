@@ -299,10 +299,11 @@ func newManager(ctx context.Context, cfg *rest.Config, opts ctrl.Options) (ctrl.
 const startRetryCap = 5 * time.Second
 
 // managerOptions translates the options into controller-runtime's. The
-// caches hold only what the reconciler reads (controllers.CacheByObject):
-// the shard's OpenMedModels, the ConfigMaps the operator created, and
-// Deployments pruned to the fields a decision needs, in the watched
-// namespace or all of them.
+// manager's cache holds only what the reconciler reads from it
+// (controllers.CacheByObject): the shard's OpenMedModels and the
+// ServiceAccounts' names, in the watched namespace or all of them; the
+// reconciler keeps the claimed Deployments, the manifest ConfigMaps it
+// created and the pods it judges in stores of its own.
 func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.Options {
 	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(scope.Selector)}
 	if scope.Namespace != "" {
