@@ -123,3 +123,90 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 		t.Errorf("history %d, active %q: only v1 baked", len(got.Status.History), got.Status.ActiveVersion)
 	}
 }
+
+// TestBakeEndsOnPodsReadFromTheAPIServer: found by the fault suite. The
+// pod store's watch was broken when the baking version's pod was OOM-killed,
+// and the pass at the end of the bake judged the pods the store still had:
+// the crashing version became Ready and retained. Here the store stops
+// receiving pod events (as one whose watch broke) once the bake began; the
+// kill comes after. The pass that ends the bake reads the version's pods
+// from the API server (one list) and fails the bake.
+func TestBakeEndsOnPodsReadFromTheAPIServer(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	op := startOperator(t)
+	createDeployment(t, chartDeployment(ns, "svc", 1))
+	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+
+	const bake = 4
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = "OpenMed/pii-v2"
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](bake)
+	})
+	var hash string
+	eventually(t, "the baking template applied", func() (bool, string) {
+		d := getDeployment(t, ns, "svc")
+		hash = d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
+		return d.Spec.Template.Labels[v1alpha1.BakeLabel] == "true", fmt.Sprintf("labels %v", d.Spec.Template.Labels)
+	})
+	short := strings.TrimPrefix(hash, "sha256:")[:10]
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc-" + short + "-a",
+			Labels:      map[string]string{"app": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
+			Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: ns + "/svc"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
+				Name: "svc-" + short, UID: types.UID("rs-" + short), Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
+	}
+	if err := env.Client.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	setStatus := func(mutate func(*corev1.Pod)) {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			t.Fatal(err)
+		}
+		mutate(p)
+		if err := env.Client.Status().Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStatus(func(p *corev1.Pod) {
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "openmed-service", Image: "openmed:2.2.0", Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+	})
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	eventually(t, "the bake begun on the Ready pod", func() (bool, string) {
+		m := getModel(t, ns, "svc")
+		return m.Status.BakeStartedAt != nil, fmt.Sprintf("%s %v", m.Status.Phase, m.Status.Conditions)
+	})
+	if err := op.reconciler.StopPodEvents(); err != nil {
+		t.Fatal(err)
+	}
+	setStatus(func(p *corev1.Pod) {
+		c := &p.Status.ContainerStatuses[0]
+		c.RestartCount = 1
+		c.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled",
+			StartedAt: c.State.Running.StartedAt, FinishedAt: metav1.Now()}
+	})
+
+	got := waitFor(t, ns, "svc", v1alpha1.PhaseRolledBack)
+	if c := condition(got, v1alpha1.DegradedCondition); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("Degraded = %+v", c)
+	}
+	if msgs := recordedEvents(t, ns, "svc", v1alpha1.RolloutFailedReason, 1); len(msgs) != 1 || !strings.Contains(msgs[0], rollout.BakeOOMKilled) {
+		t.Errorf("RolloutFailed events %q, want one naming %s", msgs, rollout.BakeOOMKilled)
+	}
+	if len(got.Status.History) != 1 || got.Status.History[0].Version != "OpenMed/pii-v1" {
+		t.Errorf("history %v: the crashed version was retained", got.Status.History)
+	}
+	if n := op.writes.readsOf("/api/v1/namespaces/" + ns + "/pods"); n != 1 {
+		t.Errorf("%d lists of the namespace's pods, want the one of the pass that ended the bake", n)
+	}
+}

@@ -29,3 +29,10 @@ func KeptAndPruned(d *appsv1.Deployment) (kept, pruned *appsv1.Deployment) {
 	k, _ := keepDeployment(d.DeepCopy(), nil)
 	return k.(*keptDeployment).deployment(), pruneDeployment(d.DeepCopy(), nil)
 }
+
+// StopPodEvents removes the bake pod store's event handler: the store keeps
+// the pods as it last saw them, as a store whose watch broke does, and no
+// pod event wakes a model.
+func (r *OpenMedModelReconciler) StopPodEvents() error {
+	return r.pods.informer.RemoveEventHandler(r.pods.registration)
+}

@@ -382,6 +382,14 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return p.requeue(wokeCacheLag, lagRecheck), nil
 	}
 	p.plan = r.decide(p)
+	if p.plan.ReadPods {
+		// The bake ends in this pass unless the pods, as the API server
+		// has them, show a failure the pod store has not received yet.
+		if err := r.readBakePods(ctx, p); err != nil {
+			return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
+		}
+		p.plan = r.decide(p)
+	}
 	if err := r.recordClaims(ctx, p); err != nil {
 		if apierrors.IsConflict(err) {
 			// The resource changed since the pass read it: nothing was
@@ -619,6 +627,31 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 	}
 	return observed, read, nil
+}
+
+// readBakePods reads from the API server, for the pass that ends a bake
+// (rollout.Plan.ReadPods), the pods of the baking version: one list, by the
+// bake label and the pod template hashes of the version's ReplicaSets
+// (rollout.BakePodSelector), kept as the pod store keeps them. The pass
+// then judges these instead of the store's.
+func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) error {
+	var pods []corev1.Pod
+	if sel := rollout.BakePodSelector(p.observed.Pods, p.observed.Deployment.Name, p.plan.Status.ManifestHash); sel != nil {
+		list := &corev1.PodList{}
+		if err := r.APIReader.List(ctx, list, client.InNamespace(p.observed.Deployment.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return fmt.Errorf("read the pods of the baking version of OpenMedModel %s: %w", p.key, err)
+		}
+		owner := rollout.OwnerKey(p.obj)
+		for i := range list.Items {
+			kept, _ := compactPod(&list.Items[i])
+			if b, ok := kept.(*bakePod); ok && b.owner == owner {
+				pods = append(pods, b.pod())
+			}
+		}
+	}
+	p.observed.Pods, p.observed.PodsRead = pods, true
+	p.observed.NotReadyNodes = r.notReadyNodes(ctx, pods)
+	return nil
 }
 
 // unlabelledManifest reads, in a sharded operator whose pass found the

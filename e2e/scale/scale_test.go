@@ -79,13 +79,14 @@ const (
 // to it, applies the pointer (which claims the Deployment), writes
 // RollingOut and Ready, and records RolloutStarted and RolloutSucceeded; an
 // upgrade is the same without the read, the finalizer and the record. A
-// bake adds the Baking status write and its event.
+// bake adds the Baking status write and its event, and the read of the
+// version's pods by the pass that ends it.
 var (
 	firstRolloutCalls = map[string]int{"get deployments": 1, "create configmaps": 1, "patch openmedmodels": 1, "patch openmedmodels/status": 3,
 		"patch deployments": 1, "create events": 2}
 	upgradeCalls = map[string]int{"create configmaps": 1, "patch openmedmodels/status": 2, "patch deployments": 1,
 		"create events": 2}
-	bakeCalls = map[string]int{"patch openmedmodels/status": 1, "create events": 1}
+	bakeCalls = map[string]int{"patch openmedmodels/status": 1, "create events": 1, "list pods": 1}
 )
 
 // steadyWindow is how long each steady-state window lasts:

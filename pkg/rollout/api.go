@@ -43,6 +43,12 @@ type Observed struct {
 	// containers' terminations (the operator's pod store keeps no more).
 	Pods []corev1.Pod
 
+	// PodsRead says Pods were read from the API server in this pass (a
+	// consistent list), not taken from a store that may trail it (a watch
+	// the API server or the network broke delivers a restart late). A bake
+	// ends only on pods read so (Plan.ReadPods).
+	PodsRead bool
+
 	// PendingPods are the pods of the target that carry this resource's
 	// owner annotation and have no node yet (spec.nodeName empty, phase
 	// Pending), as the operator's pending-pod store keeps them: the owner
@@ -210,6 +216,13 @@ type Plan struct {
 	// BakeFailure is the reason the desired spec failed its bake in this
 	// pass (BakeContainerRestarted, BakeOOMKilled, BakePodUnready), or "".
 	BakeFailure string
+
+	// ReadPods is true when the bake of the desired spec ends in this pass
+	// unless the pods show a failure, and Observed.Pods did not come from
+	// the API server (PodsRead false): read the pods of the version from
+	// the API server and decide again with them. The plan itself keeps the
+	// version baking; a pass that does not read never makes it Ready.
+	ReadPods bool
 
 	// RemoveFinalizer is true when deletion has finished its work.
 	RemoveFinalizer bool

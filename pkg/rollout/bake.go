@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -43,6 +45,12 @@ import (
 // eviction); pods created after the bake began being unready while they
 // start (a scale-up); pods of another pod template or Deployment; pods
 // being deleted (a drain, a scale-down) and pods that are gone.
+//
+// The passes during a bake judge the pods a store of the reconciler keeps
+// (a watch); the pass that ends it reads them from the API server first
+// (Plan.ReadPods, BakePodSelector): a restart the store has not received
+// yet — its watch broken and not yet re-established — never makes a
+// version Ready and retained.
 
 // BakeUnreadyGrace is how long a pod of the baking version may stay unready
 // before the bake fails: a readiness probe that fails once is no failure.
@@ -90,7 +98,8 @@ func (d *decider) baking() bool {
 // and says so instead of passing), fails on what the pods show, is Ready
 // once bakeSeconds passed with the Deployment complete and a pod of the
 // version Ready, and otherwise waits for the end of the bake (one timer) or
-// a pod's grace.
+// a pod's grace. It ends only on pods read from the API server in the pass
+// (Observed.PodsRead); otherwise the plan asks for that read (ReadPods).
 func (d *decider) bake(complete bool) {
 	started := d.baking()
 	start := d.now.Time
@@ -138,6 +147,14 @@ func (d *decider) bake(complete bool) {
 	}
 	end := d.st.BakeStartedAt.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second)
 	if !d.now.Before(&metav1.Time{Time: end}) && complete && d.bakeWait == "" {
+		if !d.obs.PodsRead {
+			// The version is retained once Ready: the verdict that it
+			// served its bake without a failure is taken on the pods as
+			// the API server has them now, not as a store that can trail
+			// it by a broken watch (Plan.ReadPods).
+			d.plan.ReadPods = true
+			return
+		}
 		d.ready(true)
 		return
 	}
@@ -224,6 +241,34 @@ func ReplicaSetOf(p *corev1.Pod, target string) bool {
 	ref := metav1.GetControllerOfNoCopy(p)
 	hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
 	return ref != nil && ref.Kind == "ReplicaSet" && hash != "" && ref.Name == target+"-"+hash
+}
+
+// BakePodSelector selects the pods the pass that ends a bake reads from
+// the API server (Plan.ReadPods): those with the bake label and the pod
+// template hash of a ReplicaSet of target among pods (the pods the pass
+// judged) that carry manifestHash. It returns nil when pods has none: no
+// pod of the version is Ready, and the bake does not end.
+func BakePodSelector(pods []corev1.Pod, target, manifestHash string) labels.Selector {
+	var hashes []string
+	for i := range pods {
+		p := &pods[i]
+		if p.Annotations[v1alpha1.ManifestHashAnnotation] == manifestHash && ReplicaSetOf(p, target) {
+			hashes = append(hashes, p.Labels[appsv1.DefaultDeploymentUniqueLabelKey])
+		}
+	}
+	if len(hashes) == 0 {
+		return nil
+	}
+	slices.Sort(hashes)
+	bake, err := labels.NewRequirement(v1alpha1.BakeLabel, selection.Equals, []string{"true"})
+	if err != nil {
+		return nil
+	}
+	hash, err := labels.NewRequirement(appsv1.DefaultDeploymentUniqueLabelKey, selection.In, slices.Compact(hashes))
+	if err != nil {
+		return nil
+	}
+	return labels.NewSelector().Add(*bake, *hash)
 }
 
 // retried reports whether a termination that finished at finished is from

@@ -174,6 +174,49 @@ func TestBake(t *testing.T) {
 		assertStrings(t, "events", eventReasons(p.Events), []string{v1alpha1.RolloutSucceededReason})
 	})
 
+	// Found by the fault suite: the pod store's watch was broken when a
+	// pod of the version restarted, and the pass at the end of the bake
+	// judged the pods it still had. The pass that ends a bake judges the
+	// pods read from the API server.
+	t.Run("a bake ends only on pods read from the API server", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		c.pass()
+		stale := c.observed().Pods // as a store whose watch broke keeps them
+		c.now = c.now.Add(bakeSeconds * time.Second)
+		c.restart(pods[0], "Error", c.now.Add(-time.Second))
+		c.refresh()
+		obs := c.observed()
+		obs.Pods, obs.PodsRead = stale, false
+		p := decideWith(t, c.obj, obs, c.opts)
+		if !p.ReadPods || p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.BakeStartedAt == nil || p.BakeFailure != "" ||
+			!conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.BakingReason) {
+			t.Fatalf("the bake ended on the store's pods: read pods %v, %s %v", p.ReadPods, p.Status.Phase, condSummary(p.Status))
+		}
+		if len(p.Events) != 0 {
+			t.Errorf("events before the read: %v", eventReasons(p.Events))
+		}
+		// What the reconciler reads: the version's pods by the selector.
+		sel := BakePodSelector(stale, "openmed-service", p.Status.ManifestHash)
+		if sel == nil {
+			t.Fatal("no selector for the version's pods")
+		}
+		var read corev1.PodList
+		if err := env.Client.List(context.Background(), &read, client.InNamespace(c.ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			t.Fatal(err)
+		}
+		if len(read.Items) != len(pods) {
+			t.Fatalf("selector %s read %d pods, want the version's %d", sel, len(read.Items), len(pods))
+		}
+		obs.Pods, obs.PodsRead = read.Items, true
+		p = decideWith(t, c.obj, obs, c.opts)
+		if p.ReadPods || p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseRolledBack {
+			t.Fatalf("on the pods read: read pods %v, failure %q, %s %v", p.ReadPods, p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+		if BakePodSelector(stale, "another-deployment", p.Status.ManifestHash) != nil || BakePodSelector(stale, "openmed-service", "sha256:other") != nil {
+			t.Error("a selector for pods of another target or version")
+		}
+	})
+
 	for _, tc := range []struct{ termination, reason string }{
 		{"Error", BakeContainerRestarted},
 		{"OOMKilled", BakeOOMKilled},

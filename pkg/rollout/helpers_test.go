@@ -112,7 +112,7 @@ func fluxFailure(obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) err
 }
 
 func deepCopyObserved(o Observed) Observed {
-	out := Observed{Now: o.Now}
+	out := Observed{Now: o.Now, PodsRead: o.PodsRead}
 	if o.Deployment != nil {
 		out.Deployment = o.Deployment.DeepCopy()
 	}
@@ -277,7 +277,9 @@ func (c *cluster) configMaps() map[string]corev1.ConfigMap {
 // observed reads what a pass decides on, from the API server.
 func (c *cluster) observed() Observed {
 	c.t.Helper()
-	obs := Observed{Now: metav1.NewTime(c.now), Deployment: c.dep()}
+	// The fixture reads the pods from the API server, as the reconciler
+	// does before a bake ends.
+	obs := Observed{Now: metav1.NewTime(c.now), Deployment: c.dep(), PodsRead: true}
 	desired, previous := TargetNames(c.obj)
 	if desired != "openmed-service" {
 		obs.Deployment = c.deployment(desired)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -245,8 +246,10 @@ type Request struct {
 	// User is the operator process's user (User, or a ShardUser).
 	User                                         string
 	Verb, Resource, Subresource, Namespace, Name string
-	Code                                         int
-	At                                           time.Time
+	// URI is the request's path and query.
+	URI  string
+	Code int
+	At   time.Time
 	// ImpersonatedUser is the user the request was made as, when the
 	// operator impersonated one (a model's ServiceAccount).
 	ImpersonatedUser string
@@ -262,6 +265,13 @@ func (r Request) Kind() string {
 		k += "/" + r.Subresource
 	}
 	return k
+}
+
+// modelRead reports a list one model's pass makes: the pods of a version,
+// by their pod template hash.
+func (r Request) modelRead() bool {
+	u, err := url.Parse(r.URI)
+	return err == nil && r.Resource == "pods" && strings.Contains(u.Query().Get("labelSelector"), appsv1.DefaultDeploymentUniqueLabelKey)
 }
 
 // Mutating reports a write.
@@ -307,6 +317,7 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 			ResponseStatus *struct {
 				Code int `json:"code"`
 			} `json:"responseStatus"`
+			RequestURI      string           `json:"requestURI"`
 			ResponseObject  json.RawMessage  `json:"responseObject"`
 			RequestReceived metav1.MicroTime `json:"requestReceivedTimestamp"`
 		}
@@ -331,7 +342,7 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 			continue
 		}
 		r := Request{User: e.User.Username, Verb: e.Verb, Resource: e.ObjectRef.Resource, Subresource: e.ObjectRef.Subresource,
-			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, At: at, Response: e.ResponseObject}
+			Namespace: e.ObjectRef.Namespace, Name: e.ObjectRef.Name, URI: e.RequestURI, At: at, Response: e.ResponseObject}
 		if e.ResponseStatus != nil {
 			r.Code = e.ResponseStatus.Code
 		}
@@ -348,11 +359,12 @@ func (c *Cluster) Requests(t *testing.T, from, to time.Time) []Request {
 
 // PerModel splits requests into the ones a model's passes make and the ones
 // the informers and the leader election make (list, watch, leases), each
-// counted by kind.
+// counted by kind. A list of one version's pods (by their pod template
+// hash: the read of the pass that ends a bake) is a model's.
 func PerModel(reqs []Request) (models, informer map[string]int) {
 	models, informer = map[string]int{}, map[string]int{}
 	for _, r := range reqs {
-		if r.Verb == "list" || r.Verb == "watch" || r.Resource == "leases" {
+		if (r.Verb == "list" && !r.modelRead()) || r.Verb == "watch" || r.Resource == "leases" {
 			informer[r.Kind()]++
 			continue
 		}
