@@ -760,6 +760,7 @@ func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, s
 		if profile != "" {
 			go sampleRSS(op, filepath.Join(profile, fmt.Sprintf("rss-%d-%d.tsv", i, op.PID())),
 				filepath.Join(profile, fmt.Sprintf("heap-peak-%d-%d.pprof", i, op.PID())))
+			go sampleCPU(op, filepath.Join(profile, fmt.Sprintf("cpu-%d-%d", i, op.PID())))
 		}
 		ops = append(ops, op)
 	}
@@ -1215,6 +1216,27 @@ func sampleRSS(op *localrun.Operator, path, heapPath string) {
 			}
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// sampleCPU saves the operator's CPU profile in consecutive 20 s windows,
+// each as prefix-<unix start>.pprof, until the process is gone: the
+// windows of a phase (phases.log) merge with `go tool pprof -proto`.
+// OPENMED_SCALE_PROFILE only.
+func sampleCPU(op *localrun.Operator, prefix string) {
+	base := strings.TrimSuffix(op.MetricsURL(), "/metrics")
+	for {
+		start := time.Now().Unix()
+		resp, err := http.Get(base + "/debug/pprof/profile?seconds=20")
+		if err != nil {
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return
+		}
+		_ = os.WriteFile(fmt.Sprintf("%s-%d.pprof", prefix, start), body, 0o600)
 	}
 }
 
