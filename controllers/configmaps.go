@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -98,12 +99,7 @@ func (k *keptConfigMap) configMap() *corev1.ConfigMap {
 		cm.Immutable = new(bool)
 		*cm.Immutable = *k.immutable
 	}
-	if k.data != nil {
-		cm.Data = make(map[string]string, len(k.data))
-		for key, v := range k.data {
-			cm.Data[key] = v
-		}
-	}
+	cm.Data = maps.Clone(k.data)
 	return cm
 }
 
@@ -114,6 +110,13 @@ var configMapTypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}
 func (k *keptConfigMap) objectMeta() *metav1.ObjectMeta {
 	return &metav1.ObjectMeta{Namespace: k.namespace, Name: k.name, UID: k.uid, ResourceVersion: k.resourceVersion,
 		CreationTimestamp: k.created, DeletionTimestamp: k.deleted, OwnerReferences: k.ownerReferences, Labels: k.labels}
+}
+
+// metadata returns the kept metadata as an object for the owner handler,
+// which reads its owner references only: it shares the kept slices and
+// maps, where configMap copies the whole ConfigMap.
+func (k *keptConfigMap) metadata() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: configMapTypeMeta, ObjectMeta: *k.objectMeta()}
 }
 
 // GetObjectMeta makes a kept ConfigMap an object to client-go's store (its
@@ -205,7 +208,7 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 		AddFunc: func(obj any, isInInitialList bool) {
 			if k, ok := obj.(*keptConfigMap); ok {
 				s.put(k, false)
-				s.owner.Create(ctx, event.CreateEvent{Object: k.configMap(), IsInInitialList: isInInitialList}, q)
+				s.owner.Create(ctx, event.CreateEvent{Object: k.metadata(), IsInInitialList: isInInitialList}, q)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -216,7 +219,7 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 					s.put(o, true)
 				}
 				s.put(n, false)
-				s.owner.Update(ctx, event.UpdateEvent{ObjectOld: o.configMap(), ObjectNew: n.configMap()}, q)
+				s.owner.Update(ctx, event.UpdateEvent{ObjectOld: o.metadata(), ObjectNew: n.metadata()}, q)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -225,7 +228,7 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 			}
 			if k, ok := obj.(*keptConfigMap); ok {
 				s.put(k, true)
-				s.owner.Delete(ctx, event.DeleteEvent{Object: k.configMap()}, q)
+				s.owner.Delete(ctx, event.DeleteEvent{Object: k.metadata()}, q)
 			}
 		},
 	})

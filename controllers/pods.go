@@ -334,7 +334,7 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 	// left the selection when it was bound) would not.
 	var mu sync.Mutex
 	woke := map[types.NamespacedName]bool{}
-	handle := func(obj any, gone, changed bool) {
+	handle := func(obj any, gone bool) {
 		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 			obj, gone = t.Obj, true
 		}
@@ -343,9 +343,7 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 			return
 		}
 		key := types.NamespacedName{Namespace: p.GetNamespace(), Name: p.GetName()}
-		if changed {
-			s.put(p, gone)
-		}
+		s.put(p, gone)
 		mu.Lock()
 		wake := p.wakes() || woke[key]
 		if p.wakes() && !gone && s.wakesSome {
@@ -369,7 +367,7 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 		}
 	}
 	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { handle(obj, false, true) },
+		AddFunc: func(obj any) { handle(obj, false) },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(keptPod)
 			n, ok2 := newObj.(keptPod)
@@ -377,14 +375,15 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 				if o.ownerKey() != n.ownerKey() {
 					s.put(o, true)
 				}
-				s.put(n, false)
 				if n.sameAs(o) {
+					// Nothing the decision reads changed: held, not woken.
+					s.put(n, false)
 					return
 				}
 			}
-			handle(newObj, false, false)
+			handle(newObj, false)
 		},
-		DeleteFunc: func(obj any) { handle(obj, true, true) },
+		DeleteFunc: func(obj any) { handle(obj, true) },
 	})
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", s.description, err)
