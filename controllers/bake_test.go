@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,7 +156,7 @@ func TestBakeEndsOnPodsReadFromTheAPIServer(t *testing.T) {
 	short := strings.TrimPrefix(hash, "sha256:")[:10]
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc-" + short + "-a",
-			Labels:      map[string]string{"app": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
+			Labels:      map[string]string{"app.kubernetes.io/name": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
 			Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: ns + "/svc"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
 				Name: "svc-" + short, UID: types.UID("rs-" + short), Controller: ptr.To(true)}}},
@@ -206,7 +207,24 @@ func TestBakeEndsOnPodsReadFromTheAPIServer(t *testing.T) {
 	if len(got.Status.History) != 1 || got.Status.History[0].Version != "OpenMed/pii-v1" {
 		t.Errorf("history %v: the crashed version was retained", got.Status.History)
 	}
-	if n := op.writes.readsOf("/api/v1/namespaces/" + ns + "/pods"); n != 1 {
-		t.Errorf("%d lists of the namespace's pods, want the one of the pass that ended the bake", n)
+	// One list, of the target's own pods of the version: by its selector
+	// (another Deployment of the same template shares the hash), the bake
+	// label and the pod template hash.
+	queries := op.writes.queriesOf("/api/v1/namespaces/" + ns + "/pods")
+	if len(queries) != 1 {
+		t.Fatalf("%d lists of the namespace's pods, want the one of the pass that ended the bake", len(queries))
 	}
+	want := fmt.Sprintf("%s=true,app.kubernetes.io/name=svc,%s in (%s)", v1alpha1.BakeLabel, appsv1.DefaultDeploymentUniqueLabelKey, short)
+	if sel, err := labels.Parse(queries[0].Get("labelSelector")); err != nil || sel.String() != mustParse(t, want).String() {
+		t.Errorf("the pods listed by %q, want %q", queries[0].Get("labelSelector"), want)
+	}
+}
+
+func mustParse(t *testing.T, selector string) labels.Selector {
+	t.Helper()
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
 }

@@ -57,6 +57,9 @@ type keptDeployment struct {
 	// containers are each container's name and preload env entry.
 	containers []keptContainer
 	status     appsv1.DeploymentStatus
+	// selector is spec.selector as a label selector string: the pass that
+	// ends a bake lists the version's pods by it (podSelector).
+	selector string
 }
 
 // keptFields is a pruned managedFields entry. Its field set is stored once
@@ -96,6 +99,9 @@ func keepDeployment(obj any, shard []string) (any, error) {
 		paused:                  p.Spec.Paused,
 		strategy:                p.Spec.Strategy,
 		status:                  p.Status,
+	}
+	if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() {
+		k.selector = sel.String()
 	}
 	k.Namespace, k.Name, k.UID, k.ResourceVersion, k.Generation = p.Namespace, p.Name, p.UID, p.ResourceVersion, p.Generation
 	k.CreationTimestamp, k.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
@@ -263,6 +269,24 @@ func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
 		return nil
 	}
 	return k.deployment()
+}
+
+// podSelector returns the spec.selector of the Deployment key as the store
+// keeps it, or nil when it does not hold the Deployment.
+func (s *deploymentStore) podSelector(key types.NamespacedName) labels.Selector {
+	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !ok {
+		return nil
+	}
+	k, ok := obj.(*keptDeployment)
+	if !ok || k.selector == "" {
+		return nil
+	}
+	sel, err := labels.Parse(k.selector)
+	if err != nil {
+		return nil
+	}
+	return sel
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*deploymentStore)(nil)

@@ -631,14 +631,15 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 
 // readBakePods reads from the API server, for the pass that ends a bake
 // (rollout.Plan.ReadPods), the pods of the baking version: one list, by the
-// bake label and the pod template hashes of the version's ReplicaSets
-// (rollout.BakePodSelector), kept as the pod store keeps them. The pass
-// then judges these instead of the store's.
+// target's own pod selector, the bake label and the pod template hashes of
+// the version's ReplicaSets (rollout.BakePodSelector), kept as the pod
+// store keeps them. The pass then judges these instead of the store's.
 func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) error {
 	var pods []corev1.Pod
-	if sel := rollout.BakePodSelector(p.observed.Pods, p.observed.Deployment.Name, p.plan.Status.ManifestHash); sel != nil {
+	target := p.observed.Deployment
+	if sel := rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Name, p.plan.Status.ManifestHash); sel != nil {
 		list := &corev1.PodList{}
-		if err := r.APIReader.List(ctx, list, client.InNamespace(p.observed.Deployment.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		if err := r.APIReader.List(ctx, list, client.InNamespace(target.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return fmt.Errorf("read the pods of the baking version of OpenMedModel %s: %w", p.key, err)
 		}
 		owner := rollout.OwnerKey(p.obj)
@@ -652,6 +653,19 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 	p.observed.Pods, p.observed.PodsRead = pods, true
 	p.observed.NotReadyNodes = r.notReadyNodes(ctx, pods)
 	return nil
+}
+
+// targetSelector is the target's spec.selector: as read around the cache,
+// or as the Deployment store keeps it (its Deployments are rebuilt
+// without it). Nil when neither has it.
+func (r *OpenMedModelReconciler) targetSelector(d *appsv1.Deployment) labels.Selector {
+	if d.Spec.Selector != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() {
+			return sel
+		}
+		return nil
+	}
+	return r.deployments.podSelector(types.NamespacedName{Namespace: d.Namespace, Name: d.Name})
 }
 
 // unlabelledManifest reads, in a sharded operator whose pass found the

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -59,8 +61,9 @@ type writeCounter struct {
 	faults []*fault
 	total  atomic.Int64
 	// reads counts the GETs that are not watches, by path (a list's path
-	// is the collection's).
-	reads map[string]int
+	// is the collection's); readQueries keeps their queries.
+	reads       map[string]int
+	readQueries map[string][]url.Values
 	// watchDelay, when not zero, holds each read of a Deployment watch
 	// stream that long, so the cache receives events that far apart.
 	watchDelay atomic.Int64
@@ -152,6 +155,10 @@ func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 					w.reads = map[string]int{}
 				}
 				w.reads[req.URL.Path]++
+				if w.readQueries == nil {
+					w.readQueries = map[string][]url.Values{}
+				}
+				w.readQueries[req.URL.Path] = append(w.readQueries[req.URL.Path], req.URL.Query())
 				w.mu.Unlock()
 			}
 			resp, err := rt.RoundTrip(req)
@@ -262,6 +269,13 @@ func (w *writeCounter) readsOf(path string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.reads[path]
+}
+
+// queriesOf returns the queries of the reads of path, in order.
+func (w *writeCounter) queriesOf(path string) []url.Values {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.readQueries[path])
 }
 
 func (w *writeCounter) snapshot() (int64, map[string]int) {

@@ -244,11 +244,14 @@ func ReplicaSetOf(p *corev1.Pod, target string) bool {
 }
 
 // BakePodSelector selects the pods the pass that ends a bake reads from
-// the API server (Plan.ReadPods): those with the bake label and the pod
-// template hash of a ReplicaSet of target among pods (the pods the pass
-// judged) that carry manifestHash. It returns nil when pods has none: no
-// pod of the version is Ready, and the bake does not end.
-func BakePodSelector(pods []corev1.Pod, target, manifestHash string) labels.Selector {
+// the API server (Plan.ReadPods): those targetPods (the target
+// Deployment's spec.selector; nil: not known) selects, with the bake label
+// and the pod template hash of a ReplicaSet of target among pods (the pods
+// the pass judged) that carry manifestHash. The target's selector keeps the
+// read to its own pods: Deployments of the same pod template share the
+// hash. It returns nil when pods has none: no pod of the version is Ready,
+// and the bake does not end.
+func BakePodSelector(targetPods labels.Selector, pods []corev1.Pod, target, manifestHash string) labels.Selector {
 	var hashes []string
 	for i := range pods {
 		p := &pods[i]
@@ -268,7 +271,10 @@ func BakePodSelector(pods []corev1.Pod, target, manifestHash string) labels.Sele
 	if err != nil {
 		return nil
 	}
-	return labels.NewSelector().Add(*bake, *hash)
+	if targetPods == nil {
+		targetPods = labels.NewSelector()
+	}
+	return targetPods.Add(*bake, *hash)
 }
 
 // retried reports whether a termination that finished at finished is from

@@ -62,7 +62,7 @@ func (c *cluster) createPod(version string) string {
 	c.t.Helper()
 	pod := c.templatePod(c.owner(), version)
 	// As the target's ReplicaSet of this template creates it.
-	pod.Labels = map[string]string{v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"}
+	pod.Labels = map[string]string{"app": "openmed-service", v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"}
 	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "openmed-service-7c9d8f6b5",
 		UID: "9d1f7c2e-0b4a-4c8e-8f6d-2a3b4c5d6e7f", Controller: ptr.To(true)}}
 	if err := env.Client.Create(context.Background(), pod); err != nil {
@@ -195,8 +195,21 @@ func TestBake(t *testing.T) {
 		if len(p.Events) != 0 {
 			t.Errorf("events before the read: %v", eventReasons(p.Events))
 		}
-		// What the reconciler reads: the version's pods by the selector.
-		sel := BakePodSelector(stale, "openmed-service", p.Status.ManifestHash)
+		// What the reconciler reads: the version's pods by the selector,
+		// not those of another Deployment of the same pod template (the
+		// same pod-template-hash), which sort first.
+		other := c.templatePod("elsewhere/other-model", v2)
+		other.GenerateName = ""
+		other.Name = "a-other-deployment"
+		other.Labels = map[string]string{"app": "other", v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"}
+		if err := env.Client.Create(context.Background(), other); err != nil {
+			t.Fatal(err)
+		}
+		target, err := metav1.LabelSelectorAsSelector(c.dep().Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sel := BakePodSelector(target, stale, "openmed-service", p.Status.ManifestHash)
 		if sel == nil {
 			t.Fatal("no selector for the version's pods")
 		}
@@ -212,7 +225,7 @@ func TestBake(t *testing.T) {
 		if p.ReadPods || p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseRolledBack {
 			t.Fatalf("on the pods read: read pods %v, failure %q, %s %v", p.ReadPods, p.BakeFailure, p.Status.Phase, condSummary(p.Status))
 		}
-		if BakePodSelector(stale, "another-deployment", p.Status.ManifestHash) != nil || BakePodSelector(stale, "openmed-service", "sha256:other") != nil {
+		if BakePodSelector(target, stale, "another-deployment", p.Status.ManifestHash) != nil || BakePodSelector(target, stale, "openmed-service", "sha256:other") != nil {
 			t.Error("a selector for pods of another target or version")
 		}
 	})
