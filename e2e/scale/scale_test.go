@@ -1226,17 +1226,21 @@ func sampleRSS(op *localrun.Operator, path, heapPath string) {
 func sampleCPU(op *localrun.Operator, prefix string) {
 	base := strings.TrimSuffix(op.MetricsURL(), "/metrics")
 	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", op.PID())); err != nil {
+			return
+		}
 		start := time.Now().Unix()
 		resp, err := http.Get(base + "/debug/pprof/profile?seconds=20")
 		if err != nil {
-			return
+			// Not serving yet, or stopping.
+			time.Sleep(time.Second)
+			continue
 		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return
+		if err == nil && resp.StatusCode == http.StatusOK {
+			_ = os.WriteFile(fmt.Sprintf("%s-%d.pprof", prefix, start), body, 0o600)
 		}
-		_ = os.WriteFile(fmt.Sprintf("%s-%d.pprof", prefix, start), body, 0o600)
 	}
 }
 
