@@ -9,14 +9,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
 // The manifest ConfigMaps are not in the manager's cache either: a cached
@@ -112,13 +116,6 @@ func (k *keptConfigMap) objectMeta() *metav1.ObjectMeta {
 		CreationTimestamp: k.created, DeletionTimestamp: k.deleted, OwnerReferences: k.ownerReferences, Labels: k.labels}
 }
 
-// metadata returns the kept metadata as an object for the owner handler,
-// which reads its owner references only: it shares the kept slices and
-// maps, where configMap copies the whole ConfigMap.
-func (k *keptConfigMap) metadata() *metav1.PartialObjectMetadata {
-	return &metav1.PartialObjectMetadata{TypeMeta: configMapTypeMeta, ObjectMeta: *k.objectMeta()}
-}
-
 // GetObjectMeta makes a kept ConfigMap an object to client-go's store (its
 // key and index functions read it with meta.Accessor).
 func (k *keptConfigMap) GetObjectMeta() metav1.Object { return k.objectMeta() }
@@ -134,6 +131,38 @@ func (k *keptConfigMap) controllerUID() types.UID {
 	return ""
 }
 
+// controller is the OpenMedModel whose controller owner reference k
+// carries (an OpenMedModel of openmed.ai/v1alpha1, the version the CRD
+// serves; namespaced, so in k's namespace), or false.
+func (k *keptConfigMap) controller() (types.NamespacedName, bool) {
+	for _, ref := range k.ownerReferences {
+		if ref.Controller == nil || !*ref.Controller || ref.Kind != "OpenMedModel" {
+			continue
+		}
+		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv == v1alpha1.GroupVersion {
+			return types.NamespacedName{Namespace: k.namespace, Name: ref.Name}, true
+		}
+	}
+	return types.NamespacedName{}, false
+}
+
+// wakeController enqueues the model that controls k, as Owns' handler
+// (EnqueueRequestForOwner, OnlyControllerOwner) does, without its REST
+// mapping of the owner's kind on every event: the first list's at low
+// priority when the queue has priorities.
+func wakeController(q workqueue.TypedRateLimitingInterface[reconcile.Request], k *keptConfigMap, initialList bool) {
+	model, ok := k.controller()
+	if !ok {
+		return
+	}
+	req := reconcile.Request{NamespacedName: model}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && initialList {
+		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
+		return
+	}
+	q.Add(req)
+}
+
 // configMapStore is an informer of the manifest ConfigMaps the operator
 // created (the managed-by label and the shard's requirements), in the
 // manager's namespace or all of them, each kept as a keptConfigMap and held
@@ -143,8 +172,6 @@ func (k *keptConfigMap) controllerUID() types.UID {
 type configMapStore struct {
 	informer toolscache.SharedIndexInformer
 	byOwner  *ownerMap[types.UID, *keptConfigMap]
-	// owner wakes the controller OpenMedModel of a ConfigMap (Owns' handler).
-	owner handler.EventHandler
 	// registration is Start's event handler.
 	registration toolscache.ResourceEventHandlerRegistration
 }
@@ -152,10 +179,9 @@ type configMapStore struct {
 const configMapStoreDescription = "manifest ConfigMaps"
 
 // newConfigMapStore builds the store on a watching client: the ConfigMaps
-// selector picks, with the shard label keys shard. owner is the handler
-// that wakes a ConfigMap's controller OpenMedModel. It starts with the
+// selector picks, with the shard label keys shard. It starts with the
 // controller (Start) and stops with it.
-func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string, owner handler.EventHandler) (*configMapStore, error) {
+func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string) (*configMapStore, error) {
 	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &corev1.ConfigMapList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, toolscache.SharedIndexInformerOptions{
 		ObjectDescription: configMapStoreDescription,
@@ -163,7 +189,7 @@ func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Sel
 	if err := inf.SetTransform(func(obj any) (any, error) { return keepConfigMap(obj, shard) }); err != nil {
 		return nil, err
 	}
-	return &configMapStore{informer: inf, byOwner: newOwnerMap[types.UID, *keptConfigMap](), owner: owner}, nil
+	return &configMapStore{informer: inf, byOwner: newOwnerMap[types.UID, *keptConfigMap]()}, nil
 }
 
 // owned returns the kept ConfigMaps whose controller is the OpenMedModel
@@ -201,14 +227,14 @@ func (s *configMapStore) put(k *keptConfigMap, gone bool) {
 var _ source.TypedSyncingSource[reconcile.Request] = (*configMapStore)(nil)
 
 // Start runs the informer until ctx ends and hands every ConfigMap added,
-// changed or gone to the owner handler, as Owns would: those of the first
+// changed or gone to its controller OpenMedModel (wakeController), as Owns would: those of the first
 // list at low priority.
 func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			if k, ok := obj.(*keptConfigMap); ok {
 				s.put(k, false)
-				s.owner.Create(ctx, event.CreateEvent{Object: k.metadata(), IsInInitialList: isInInitialList}, q)
+				wakeController(q, k, isInInitialList)
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -219,7 +245,8 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 					s.put(o, true)
 				}
 				s.put(n, false)
-				s.owner.Update(ctx, event.UpdateEvent{ObjectOld: o.metadata(), ObjectNew: n.metadata()}, q)
+				wakeController(q, o, false)
+				wakeController(q, n, false)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -228,7 +255,7 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 			}
 			if k, ok := obj.(*keptConfigMap); ok {
 				s.put(k, true)
-				s.owner.Delete(ctx, event.DeleteEvent{Object: k.metadata()}, q)
+				wakeController(q, k, false)
 			}
 		},
 	})

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -214,9 +213,8 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return fmt.Errorf("Deployment store: %w", err)
 	}
 	// The manifest ConfigMaps, in another (see configmaps.go), waking their
-	// owner as Owns would.
-	owner := handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &v1alpha1.OpenMedModel{}, handler.OnlyControllerOwner())
-	if r.configMaps, err = newConfigMapStore(watcher, opts.Namespace, configMaps, r.shardLabels, owner); err != nil {
+	// controller model as Owns would.
+	if r.configMaps, err = newConfigMapStore(watcher, opts.Namespace, configMaps, r.shardLabels); err != nil {
 		return fmt.Errorf("ConfigMap store: %w", err)
 	}
 	// The pods of baking versions, in another (see pods.go).
