@@ -27,13 +27,7 @@ import (
 // rolled back to the retained version, which history keeps alone.
 func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	op := startOperator(t)
-	createDeployment(t, chartDeployment(ns, "svc", 2))
-	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
-	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
-	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
-	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	ns, op := readyAtV1(t, 2)
 	v1Hash := getDeployment(t, ns, "svc").Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
 
 	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
@@ -134,13 +128,7 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 // from the API server (one list) and fails the bake.
 func TestBakeEndsOnPodsReadFromTheAPIServer(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	op := startOperator(t)
-	createDeployment(t, chartDeployment(ns, "svc", 1))
-	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
-	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
-	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
-	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	ns, op := readyAtV1(t, 1)
 
 	const bake = 4
 	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
@@ -227,4 +215,18 @@ func mustParse(t *testing.T, selector string) labels.Selector {
 		t.Fatal(err)
 	}
 	return sel
+}
+
+// readyAtV1 starts an operator and rolls a model out to v1 on a chart's
+// Deployment "svc" of replicas in a new namespace: Ready.
+func readyAtV1(t *testing.T, replicas int32) (string, *operator) {
+	t.Helper()
+	ns := newNamespace(t)
+	op := startOperator(t)
+	createDeployment(t, chartDeployment(ns, "svc", replicas))
+	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	return ns, op
 }
