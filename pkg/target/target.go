@@ -32,18 +32,25 @@ import (
 // taking ownership of the fields it names (ForceOwnership: the fields are the
 // operator's by contract). When precondition is not empty the write requires
 // the Deployment to still have that resourceVersion, so two writers cannot
-// both claim an unclaimed target. It returns the Deployment as the API
-// server stored it; an apply that changes nothing is answered with the same
-// resourceVersion.
-func Apply(ctx context.Context, c client.Client, intent *unstructured.Unstructured, fieldManager, precondition string) (*unstructured.Unstructured, error) {
+// both claim an unclaimed target. It returns the metadata of the Deployment
+// as the API server stored it (managedFields included): the answer is asked
+// for as PartialObjectMetadata, in protobuf, not as the whole Deployment. An
+// apply that changes nothing is answered with the same resourceVersion.
+func Apply(ctx context.Context, c client.Client, intent *unstructured.Unstructured, fieldManager, precondition string) (*metav1.PartialObjectMetadata, error) {
 	obj := intent.DeepCopy()
 	if precondition != "" {
 		obj.SetResourceVersion(precondition)
 	}
-	if err := c.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+	body, err := obj.MarshalJSON()
+	if err != nil {
 		return nil, fmt.Errorf("apply %s to Deployment %s/%s: %w", fieldManager, intent.GetNamespace(), intent.GetName(), err)
 	}
-	return obj, nil
+	answer := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: intent.GetNamespace(), Name: intent.GetName()}}
+	answer.SetGroupVersionKind(intent.GroupVersionKind())
+	if err := c.Patch(ctx, answer, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(fieldManager), client.ForceOwnership); err != nil {
+		return nil, fmt.Errorf("apply %s to Deployment %s/%s: %w", fieldManager, intent.GetNamespace(), intent.GetName(), err)
+	}
+	return answer, nil
 }
 
 // Written is what the API server answered a write of a Deployment with:
@@ -198,13 +205,13 @@ func WithoutField(entries []metav1.ManagedFieldsEntry, fieldManager string, path
 
 // replaceManagedFields replaces a Deployment's managedFields with entries,
 // and removes the annotations named, in one JSON patch conditional on
-// resourceVersion, and returns the patched object: the patch sets
+// resourceVersion, and returns the patched object's metadata: the patch sets
 // metadata.resourceVersion, which the API server compares with the stored
 // one (409 Conflict on a mismatch; a JSON patch "test" op would fail as 422
 // Invalid instead, indistinguishable from a rejected request). The request
 // is sent as fieldManager; with managedFields given explicitly and no field
 // set, the API server records no entry for it.
-func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry, fieldManager string, dropAnnotations, dropLabels []string) (*unstructured.Unstructured, error) {
+func replaceManagedFields(ctx context.Context, c client.Client, namespace, name, resourceVersion string, entries []metav1.ManagedFieldsEntry, fieldManager string, dropAnnotations, dropLabels []string) (*metav1.PartialObjectMetadata, error) {
 	type op struct {
 		Op    string `json:"op"`
 		Path  string `json:"path"`
@@ -225,11 +232,8 @@ func replaceManagedFields(ctx context.Context, c client.Client, namespace, name,
 	if err != nil {
 		return nil, err
 	}
-	live := &unstructured.Unstructured{}
-	live.SetAPIVersion("apps/v1")
-	live.SetKind("Deployment")
-	live.SetNamespace(namespace)
-	live.SetName(name)
+	live := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	live.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
 	if err := c.Patch(ctx, live, client.RawPatch(types.JSONPatchType, data), client.FieldOwner(fieldManager)); err != nil {
 		return nil, err
 	}
