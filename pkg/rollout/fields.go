@@ -3,6 +3,8 @@ package rollout
 import (
 	"fmt"
 	"sort"
+	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -105,9 +107,52 @@ func envPath(c string) fieldpath.Path {
 }
 
 // ownedFields lists, in the order events name them, every field the
-// operator owns on the target. The env entry's path depends on the
-// container, so the table is built per pointer.
+// operator owns on the target. The table depends on the container (the env
+// entry's path) and on the shard labels, not on the rest of the pointer:
+// it is built once for each of those and shared (a pass asks for it several
+// times, and building it allocated its paths and names each time). Callers
+// must not change it.
 func ownedFields(p pointer) []ownedField {
+	key := fieldTableKey{container: p.spec.TargetRef.ContainerName}
+	if len(p.shard) > 0 || len(p.unset) > 0 {
+		var b strings.Builder
+		for _, k := range shardKeys(p.shard) {
+			b.WriteString(k + "=" + p.shard[k] + "\x00")
+		}
+		for _, k := range p.unset {
+			b.WriteString("\x00" + k)
+		}
+		key.labels = b.String()
+	}
+	fieldTables.Lock()
+	defer fieldTables.Unlock()
+	if fields, ok := fieldTables.m[key]; ok {
+		return fields
+	}
+	fields := buildOwnedFields(p)
+	if fieldTables.m == nil {
+		fieldTables.m = map[fieldTableKey][]ownedField{}
+	}
+	if len(fieldTables.m) < maxFieldTables {
+		fieldTables.m[key] = fields
+	}
+	return fields
+}
+
+// fieldTableKey is what an owned-field table depends on: the container and
+// the shard labels (keys and values, then the unset keys).
+type fieldTableKey struct{ container, labels string }
+
+// fieldTables are the tables built so far; maxFieldTables bounds them (a
+// table is about 2 KiB; a namespace's models name a handful of containers).
+var fieldTables struct {
+	sync.Mutex
+	m map[fieldTableKey][]ownedField
+}
+
+const maxFieldTables = 256
+
+func buildOwnedFields(p pointer) []ownedField {
 	container := p.spec.TargetRef.ContainerName
 	fields := []ownedField{{
 		name:  "metadata.annotations[" + v1alpha1.ModelResourceAnnotation + "]",
