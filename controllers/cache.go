@@ -290,6 +290,11 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 			// that is not its rollout's).
 			e.Time = nil
 		}
+		if raw, ok := prunedSets.get(shard, e.FieldsV1.Raw); ok {
+			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+			out = append(out, e)
+			continue
+		}
 		set := &fieldpath.Set{}
 		if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
 			out = append(out, e)
@@ -302,6 +307,7 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 			}
 		})
 		if kept.Empty() {
+			prunedSets.put(shard, e.FieldsV1.Raw, emptyFields)
 			e.FieldsV1 = &metav1.FieldsV1{Raw: emptyFields}
 			out = append(out, e)
 			continue
@@ -313,10 +319,54 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 		}
 		// ToJSON's buffer has room to grow (up to twice the bytes): the
 		// cache keeps an exact copy.
-		e.FieldsV1 = &metav1.FieldsV1{Raw: bytes.Clone(raw)}
+		raw = bytes.Clone(raw)
+		prunedSets.put(shard, e.FieldsV1.Raw, raw)
+		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
 		out = append(out, e)
 	}
 	return out
+}
+
+// prunedSets remembers what pruneManagedFields made of a field set, by the
+// set's JSON and the shard label keys: the entries of one manager on the
+// Deployments of one chart have the same set, and an event of the
+// Deployment controller leaves the spec's entries as they were, so nearly
+// every event prunes a set pruned before (parsing and pruning it was 6 % of
+// what the operator allocated). A remembered set is shared by whoever gets
+// it, read-only. It holds up to maxPrunedSetBytes of sets, then starts
+// over.
+var prunedSets prunedSetMemo
+
+const maxPrunedSetBytes = 1 << 20
+
+type prunedSetMemo struct {
+	mu sync.Mutex
+	// byShard holds, per shard label keys (joined by NUL), the pruned set
+	// of each set's JSON.
+	byShard map[string]map[string][]byte
+	bytes   int
+}
+
+func (m *prunedSetMemo) get(shard []string, raw []byte) ([]byte, bool) {
+	key := strings.Join(shard, "\x00")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pruned, ok := m.byShard[key][string(raw)]
+	return pruned, ok
+}
+
+func (m *prunedSetMemo) put(shard []string, raw, pruned []byte) {
+	key := strings.Join(shard, "\x00")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byShard == nil || m.bytes+len(raw)+len(pruned) > maxPrunedSetBytes {
+		m.byShard, m.bytes = map[string]map[string][]byte{}, 0
+	}
+	if m.byShard[key] == nil {
+		m.byShard[key] = map[string][]byte{}
+	}
+	m.byShard[key][string(raw)] = pruned
+	m.bytes += len(raw) + len(pruned)
 }
 
 // emptyFields is the field set of an entry that owns nothing a decision

@@ -1,9 +1,15 @@
 package controllers
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -55,5 +61,70 @@ func TestPruneModelSharesHistorySpecs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPrunedSetsAreRemembered: pruneManagedFields remembers what it made of
+// a field set, per shard label keys. A Deployment pruned from the memo is
+// the one pruned without it, each shard's keys keep their own labels, and
+// the memo starts over past its bound.
+func TestPrunedSetsAreRemembered(t *testing.T) {
+	data, err := os.ReadFile("testdata/memory/deployment.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	// The operator's entry also owns a shard label.
+	for i, e := range d.ManagedFields {
+		if e.Manager == "openmed-operator" {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, e.FieldsV1.Raw); err != nil {
+				t.Fatal(err)
+			}
+			raw := strings.Replace(compact.String(), `"f:labels":{`, `"f:labels":{"f:sharding.fluxcd.io/key":{},`, 1)
+			d.ManagedFields[i].FieldsV1 = &metav1.FieldsV1{Raw: []byte(raw)}
+		}
+	}
+	fresh := func(shard []string) []metav1.ManagedFieldsEntry {
+		prunedSets = prunedSetMemo{}
+		return pruneManagedFields(d.ManagedFields, shard)
+	}
+	for _, shard := range [][]string{nil, {"sharding.fluxcd.io/key"}} {
+		want := fresh(shard)
+		for round := range 2 {
+			if got := pruneManagedFields(d.ManagedFields, shard); !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("shard keys %q, round %d: from the memo\n%+v\nwant\n%+v", shard, round, got, want)
+			}
+		}
+	}
+	// Both shards' sets side by side: each keeps its own.
+	withKey, without := fresh([]string{"sharding.fluxcd.io/key"}), pruneManagedFields(d.ManagedFields, nil)
+	owns := func(entries []metav1.ManagedFieldsEntry) bool {
+		for _, e := range entries {
+			if e.Manager == "openmed-operator" {
+				return strings.Contains(string(e.FieldsV1.Raw), "sharding.fluxcd.io/key")
+			}
+		}
+		return false
+	}
+	if !owns(withKey) || owns(without) {
+		t.Errorf("the shard label in the operator's entry: with its key kept %v (want true), without %v (want false)", owns(withKey), owns(without))
+	}
+	if got := pruneManagedFields(d.ManagedFields, []string{"sharding.fluxcd.io/key"}); !owns(got) {
+		t.Error("after the other shard's prune, the shard's own lost its label")
+	}
+	// Past the bound it starts over.
+	prunedSets = prunedSetMemo{}
+	big := make([]byte, maxPrunedSetBytes)
+	prunedSets.put(nil, []byte("x"), big[:maxPrunedSetBytes-10])
+	prunedSets.put(nil, []byte("y"), big[:20])
+	if _, ok := prunedSets.get(nil, []byte("x")); ok {
+		t.Error("the memo kept more than its bound")
+	}
+	if _, ok := prunedSets.get(nil, []byte("y")); !ok {
+		t.Error("the memo lost the set put after it started over")
 	}
 }
