@@ -182,8 +182,9 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.Clock == nil {
 		r.Clock = time.Now
 	}
+	mapper := RememberMappings(mgr.GetRESTMapper())
 	if r.Writer == nil {
-		w, err := newWriter(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+		w, err := newWriter(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mapper})
 		if err != nil {
 			return err
 		}
@@ -204,7 +205,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 
 	// The stores of the reconciler's own watch with this client.
-	watcher, err := client.NewWithWatch(mgr.GetConfig(), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	watcher, err := client.NewWithWatch(mgr.GetConfig(), client.Options{HTTPClient: mgr.GetHTTPClient(), Scheme: mgr.GetScheme(), Mapper: mapper})
 	if err != nil {
 		return fmt.Errorf("store client: %w", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/metrics"
 	"github.com/fluxcd/pkg/runtime/pprof"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -33,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -313,6 +316,12 @@ func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.O
 	return ctrl.Options{
 		Scheme: scheme,
 		Cache:  cacheOpts,
+		// The manager's client maps a kind on every write the reconciler
+		// takes the answer of as metadata: it remembers the mappings.
+		MapperProvider: func(c *rest.Config, h *http.Client) (meta.RESTMapper, error) {
+			m, err := apiutil.NewDynamicRESTMapper(c, h)
+			return controllers.RememberMappings(m), err
+		},
 		// /debug/pprof next to /metrics, as Flux controllers serve it.
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr, ExtraHandlers: pprof.GetHandlers()},
 		HealthProbeBindAddress:        opts.HealthAddr,
