@@ -3,7 +3,6 @@ package controllers
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 
@@ -69,14 +68,8 @@ func TestPruneModelSharesHistorySpecs(t *testing.T) {
 // the one pruned without it, each shard's keys keep their own labels, and
 // the memo starts over past its bound.
 func TestPrunedSetsAreRemembered(t *testing.T) {
-	data, err := os.ReadFile("testdata/memory/deployment.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var d appsv1.Deployment
-	if err := json.Unmarshal(data, &d); err != nil {
-		t.Fatal(err)
-	}
+	decodeCaptured(t, "deployment.json", &d)
 	// The operator's entry also owns a shard label.
 	for i, e := range d.ManagedFields {
 		if e.Manager == "openmed-operator" {

@@ -194,3 +194,16 @@ func TestKeptConfigMap(t *testing.T) {
 		})
 	}
 }
+
+// decodeCaptured decodes the object captured from the scale benchmark in
+// testdata/memory/file into obj.
+func decodeCaptured(t *testing.T, file string, obj any) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "memory", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.UnmarshalCaseSensitivePreserveInts(raw, obj); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"encoding/json"
-	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -19,14 +18,8 @@ import (
 // each pair of statuses both patches are the same JSON, and applied to the
 // first status they give the same document.
 func TestStatusMergePatchAgreesWithJSONPatch(t *testing.T) {
-	data, err := os.ReadFile("testdata/memory/model.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var model v1alpha1.OpenMedModel
-	if err := json.Unmarshal(data, &model); err != nil {
-		t.Fatal(err)
-	}
+	decodeCaptured(t, "model.json", &model)
 	ready := model.Status
 	later := metav1.NewTime(time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC))
 	edit := func(f func(s *v1alpha1.OpenMedModelStatus)) v1alpha1.OpenMedModelStatus {
