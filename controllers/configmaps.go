@@ -120,13 +120,22 @@ func (k *keptConfigMap) objectMeta() *metav1.ObjectMeta {
 // key and index functions read it with meta.Accessor).
 func (k *keptConfigMap) GetObjectMeta() metav1.Object { return k.objectMeta() }
 
+// controllerRef is k's controller owner reference of kind OpenMedModel, or
+// nil. The API server lets an object have one controller reference only.
+func (k *keptConfigMap) controllerRef() *metav1.OwnerReference {
+	for i, ref := range k.ownerReferences {
+		if ref.Controller != nil && *ref.Controller && ref.Kind == "OpenMedModel" {
+			return &k.ownerReferences[i]
+		}
+	}
+	return nil
+}
+
 // controllerUID returns the uid of the OpenMedModel that controls the kept
 // ConfigMap, "" for none.
 func (k *keptConfigMap) controllerUID() types.UID {
-	for _, ref := range k.ownerReferences {
-		if ref.Controller != nil && *ref.Controller && ref.Kind == "OpenMedModel" {
-			return ref.UID
-		}
+	if ref := k.controllerRef(); ref != nil {
+		return ref.UID
 	}
 	return ""
 }
@@ -135,15 +144,14 @@ func (k *keptConfigMap) controllerUID() types.UID {
 // carries (an OpenMedModel of openmed.ai/v1alpha1, the version the CRD
 // serves; namespaced, so in k's namespace), or false.
 func (k *keptConfigMap) controller() (types.NamespacedName, bool) {
-	for _, ref := range k.ownerReferences {
-		if ref.Controller == nil || !*ref.Controller || ref.Kind != "OpenMedModel" {
-			continue
-		}
-		if gv, err := schema.ParseGroupVersion(ref.APIVersion); err == nil && gv == v1alpha1.GroupVersion {
-			return types.NamespacedName{Namespace: k.namespace, Name: ref.Name}, true
-		}
+	ref := k.controllerRef()
+	if ref == nil {
+		return types.NamespacedName{}, false
 	}
-	return types.NamespacedName{}, false
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv != v1alpha1.GroupVersion {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: k.namespace, Name: ref.Name}, true
 }
 
 // wakeController enqueues the model that controls k, as Owns' handler
