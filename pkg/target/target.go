@@ -37,8 +37,9 @@ import (
 // for as PartialObjectMetadata, in protobuf, not as the whole Deployment. An
 // apply that changes nothing is answered with the same resourceVersion.
 func Apply(ctx context.Context, c client.Client, intent *unstructured.Unstructured, fieldManager, precondition string) (*metav1.PartialObjectMetadata, error) {
-	obj := intent.DeepCopy()
+	obj := intent
 	if precondition != "" {
+		obj = intent.DeepCopy()
 		obj.SetResourceVersion(precondition)
 	}
 	body, err := obj.MarshalJSON()
