@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/openmed/openmed-operator/cmd/openmed-operator/app"
+	"github.com/openmed/openmed-operator/controllers"
 )
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set:
@@ -32,7 +33,9 @@ func main() {
 	// ExitOnError: a bad flag prints usage and exits 2.
 	_ = fs.Parse(os.Args[1:])
 
-	logger.SetLogger(logger.NewLogger(opts.Logger))
+	// Values a pass adds to its logger are encoded only if it logs a line
+	// (controllers.LazyValues).
+	logger.SetLogger(controllers.LazyValues(logger.NewLogger(opts.Logger)))
 	// The first SIGTERM or SIGINT cancels the context for a graceful
 	// shutdown; a second one exits at once.
 	ctx := ctrl.SetupSignalHandler()
