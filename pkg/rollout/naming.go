@@ -1,16 +1,18 @@
 package rollout
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/validation"
@@ -175,13 +177,32 @@ func CanonicalJSON(v any) ([]byte, error) {
 // Digest is "sha256:" and the lowercase hex SHA-256 of data.
 func Digest(data []byte) string {
 	sum := sha256.Sum256(data)
-	return DigestPrefix + hex.EncodeToString(sum[:])
+	var out [len(DigestPrefix) + 2*sha256.Size]byte
+	copy(out[:], DigestPrefix)
+	hex.Encode(out[len(DigestPrefix):], sum[:])
+	return string(out[:])
+}
+
+// canonicalBuffers hold the canonical JSON a digest is taken of: a pass
+// takes several spec hashes, and only the digest outlives the call.
+var canonicalBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// canonicalDigest is Digest(mustCanonical(v)) without keeping the JSON.
+func canonicalDigest(v any) string {
+	buf := canonicalBuffers.Get().(*bytes.Buffer)
+	defer canonicalBuffers.Put(buf)
+	buf.Reset()
+	// An Encoder writes what Marshal returns, and a newline.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
+		panic(fmt.Sprintf("canonical JSON of %T: %v", v, err))
+	}
+	return Digest(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 }
 
 // SpecHash is the digest of the canonical JSON of a normalized spec: the
 // desired, applied and failed spec hashes of the status.
 func SpecHash(spec v1alpha1.NormalizedSpec) string {
-	return Digest(mustCanonical(spec))
+	return canonicalDigest(&spec)
 }
 
 // Manifest is the manifest document of a normalized spec: its one model.
@@ -206,7 +227,8 @@ func ManifestJSON(spec v1alpha1.NormalizedSpec) []byte {
 // ManifestHash is the digest of the manifest of spec. It changes only with
 // the family, tier or version; it is what rolls the pods.
 func ManifestHash(spec v1alpha1.NormalizedSpec) string {
-	return Digest(ManifestJSON(spec))
+	m := Manifest(spec)
+	return canonicalDigest(&m)
 }
 
 // DefaultConfigMapBase is the manifest ConfigMap base name for a resource

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -127,6 +128,65 @@ func TestGoldenVectors(t *testing.T) {
 		if got := DefaultConfigMapBase(row.Name); got != row.Base {
 			t.Errorf("DefaultConfigMapBase(%s) = %s, want %s", row.Name, got, row.Base)
 		}
+	}
+}
+
+// TestHashesAreDigestsOfCanonicalJSON: SpecHash and ManifestHash, which
+// encode into a reused buffer, are Digest of CanonicalJSON (encoding/json's
+// Marshal) for specs with characters Marshal escapes; a spec hash
+// allocates little more than the string it returns.
+func TestHashesAreDigestsOfCanonicalJSON(t *testing.T) {
+	base := normalize(t, minimalModel())
+	for _, tc := range []struct {
+		name string
+		edit func(*v1alpha1.NormalizedSpec)
+	}{
+		{"minimal", func(*v1alpha1.NormalizedSpec) {}},
+		{"replicas and percents", func(s *v1alpha1.NormalizedSpec) {
+			s.Replicas = ptrTo(int32(3))
+			s.RolloutStrategy.MaxSurge = intstr.FromString("25%")
+			s.RolloutStrategy.BakeSeconds = 30
+		}},
+		{"HTML and quotes", func(s *v1alpha1.NormalizedSpec) { s.Version = `<a href="x">&'</a>` }},
+		{"control characters and line separators", func(s *v1alpha1.NormalizedSpec) {
+			s.Family = "tab\there\nnew\x00nul\u2028\u2029\x7f"
+		}},
+		{"non-ASCII and invalid UTF-8", func(s *v1alpha1.NormalizedSpec) { s.Version = "médical-\xff-模型" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := base
+			tc.edit(&spec)
+			want, err := CanonicalJSON(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := SpecHash(spec); got != Digest(want) {
+				t.Errorf("SpecHash %s, want %s (of %s)", got, Digest(want), want)
+			}
+			manifest, err := CanonicalJSON(Manifest(spec))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ManifestHash(spec); got != Digest(manifest) {
+				t.Errorf("ManifestHash %s, want %s (of %s)", got, Digest(manifest), manifest)
+			}
+		})
+	}
+	// The JSON's buffer is reused: a spec hash allocates less than half of
+	// what Digest of Marshal's answer does (912 bytes, 8 allocations, when
+	// this was written), in the same process.
+	perCall := func(f func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range 100 {
+			f()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / 100
+	}
+	marshal := perCall(func() { _ = Digest(mustCanonical(base)) })
+	if reused := perCall(func() { _ = SpecHash(base) }); reused*2 > marshal {
+		t.Errorf("SpecHash allocates %d bytes per call, Digest of Marshal %d", reused, marshal)
 	}
 }
 
