@@ -345,14 +345,14 @@ func setConditions(st *v1alpha1.OpenMedModelStatus, tp tuple, ks kstatus, gen in
 	// specific text there is for why the resource is not Ready.
 	switch ks {
 	case reconciling:
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
+		removeCondition(&st.Conditions, v1alpha1.StalledCondition)
 		set(v1alpha1.ReconcilingCondition, t(tp.ready.reason, tp.ready.message))
 	case stalled:
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
+		removeCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
 		set(v1alpha1.StalledCondition, t(tp.ready.reason, tp.ready.message))
 	default:
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
-		meta.RemoveStatusCondition(&st.Conditions, v1alpha1.StalledCondition)
+		removeCondition(&st.Conditions, v1alpha1.ReconcilingCondition)
+		removeCondition(&st.Conditions, v1alpha1.StalledCondition)
 	}
 	if len(st.Conditions) == 0 {
 		st.Conditions = nil
@@ -364,4 +364,14 @@ func setConditions(st *v1alpha1.OpenMedModelStatus, tp tuple, ks kstatus, gen in
 func conditionIs(st *v1alpha1.OpenMedModelStatus, typ string, status metav1.ConditionStatus, reason string) bool {
 	c := meta.FindStatusCondition(st.Conditions, typ)
 	return c != nil && c.Status == status && (reason == "" || c.Reason == reason)
+}
+
+// removeCondition removes the condition of type t from conds. Unlike
+// meta.RemoveStatusCondition it allocates only when there is one to remove
+// (a pass asks for the removal of Reconciling and Stalled on every settled
+// model), and it leaves conds' array as it was: the new slice is a copy.
+func removeCondition(conds *[]metav1.Condition, t string) {
+	if meta.FindStatusCondition(*conds, t) != nil {
+		meta.RemoveStatusCondition(conds, t)
+	}
 }

@@ -95,7 +95,7 @@ func (d *decider) conflicts() []v1alpha1.FieldCorrection {
 func (d *decider) overlayConflicts() {
 	active := d.conflicts()
 	if len(active) == 0 {
-		meta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.OwnershipConflictCondition)
+		removeCondition(&d.st.Conditions, v1alpha1.OwnershipConflictCondition)
 		if conditionIs(d.st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.OwnershipConflictReason) {
 			// A pass that kept the status as it was kept the overlay of a
 			// conflict that has ended: the verdict under it was Ready.
@@ -114,7 +114,7 @@ func (d *decider) overlayConflicts() {
 	if conditionIs(d.st, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") {
 		set(v1alpha1.ReadyCondition, f(v1alpha1.OwnershipConflictReason, msg))
 		set(v1alpha1.DegradedCondition, t(v1alpha1.OwnershipConflictReason, msg))
-		meta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
+		removeCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
 		set(v1alpha1.StalledCondition, t(v1alpha1.OwnershipConflictReason, msg))
 	}
 	for _, c := range d.plan.Conflicts {

@@ -1129,8 +1129,8 @@ func contains(list []string, s string) bool {
 // change waits (Flux's rules forbid Ready=True over an older generation).
 func (d *decider) suspend() {
 	d.st.Phase = v1alpha1.PhaseSuspended
-	apimeta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
-	apimeta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.StalledCondition)
+	removeCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
+	removeCondition(&d.st.Conditions, v1alpha1.StalledCondition)
 	evaluated := apimeta.FindStatusCondition(d.st.Conditions, v1alpha1.ReadyCondition) != nil
 	if n, err := Normalize(d.obj); err == nil && evaluated && d.old.DesiredSpecHash == SpecHash(n) {
 		d.st.ObservedGeneration = d.gen

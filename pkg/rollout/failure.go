@@ -78,10 +78,10 @@ func (d *decider) failed(fail Failure) {
 	set(v1alpha1.ReadyCondition, f(r.reason, r.message))
 	if r.ks == stalled {
 		set(v1alpha1.DegradedCondition, t(r.reason, r.message))
-		meta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
+		removeCondition(&d.st.Conditions, v1alpha1.ReconcilingCondition)
 		set(v1alpha1.StalledCondition, t(r.reason, r.message))
 	} else {
-		meta.RemoveStatusCondition(&d.st.Conditions, v1alpha1.StalledCondition)
+		removeCondition(&d.st.Conditions, v1alpha1.StalledCondition)
 		set(v1alpha1.ReconcilingCondition, t(r.reason, r.message))
 	}
 	if newGeneration && d.st.ObservedGeneration == d.gen {
