@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -163,6 +164,7 @@ func pruneDeployment(d *appsv1.Deployment, shard []string) *appsv1.Deployment {
 		// time; the message names a ReplicaSet and is not kept.
 		c := &out.Status.Conditions[i]
 		c.Type, c.Reason, c.Message = appsv1.DeploymentConditionType(intern(string(c.Type))), intern(c.Reason), ""
+		c.Status = corev1.ConditionStatus(intern(string(c.Status)))
 	}
 	return out
 }
@@ -177,9 +179,26 @@ func PruneModel(obj any) (any, error) {
 	if _, ok := m.Annotations[lastApplied]; ok {
 		delete(m.Annotations, lastApplied)
 	}
+	// Every string and pointer the cache keeps is an object the collector
+	// visits at each cycle: the few values most models share (a namespace,
+	// the finalizer, a tier, a strategy, small numbers) are kept once.
+	m.Namespace = intern(m.Namespace)
+	for i, f := range m.Finalizers {
+		m.Finalizers[i] = intern(f)
+	}
+	sp := &m.Spec
+	sp.Tier = v1alpha1.Tier(intern(string(sp.Tier)))
+	sp.Replicas, sp.RevisionHistoryLimit = sharedInt32(sp.Replicas), sharedInt32(sp.RevisionHistoryLimit)
+	rs := &sp.RolloutStrategy
+	rs.Type, rs.WhenUnschedulable = v1alpha1.RolloutStrategyType(intern(string(rs.Type))), v1alpha1.UnschedulableAction(intern(string(rs.WhenUnschedulable)))
+	rs.MaxUnavailable, rs.MaxSurge = sharedIntOrString(rs.MaxUnavailable), sharedIntOrString(rs.MaxSurge)
+	rs.RollbackOnFailure = sharedBool(rs.RollbackOnFailure)
+	rs.ProgressDeadlineSeconds, rs.BakeSeconds = sharedInt32(rs.ProgressDeadlineSeconds), sharedInt32(rs.BakeSeconds)
+	rs.UnschedulableSeconds, rs.MinAvailable = sharedInt32(rs.UnschedulableSeconds), sharedInt32(rs.MinAvailable)
 	for i := range m.Status.Conditions {
 		c := &m.Status.Conditions[i]
 		c.Type, c.Reason, c.Message = intern(c.Type), intern(c.Reason), intern(c.Message)
+		c.Status = metav1.ConditionStatus(intern(string(c.Status)))
 	}
 	st := &m.Status
 	st.Phase = v1alpha1.Phase(intern(string(st.Phase)))
@@ -216,6 +235,53 @@ func PruneModel(obj any) (any, error) {
 func internSpec(n *v1alpha1.NormalizedSpec) {
 	n.Family, n.Version, n.ManifestConfigMapName = intern(n.Family), intern(n.Version), intern(n.ManifestConfigMapName)
 	n.TargetRef.Name, n.TargetRef.ContainerName = intern(n.TargetRef.Name), intern(n.TargetRef.ContainerName)
+	n.Tier, n.Replicas = v1alpha1.Tier(intern(string(n.Tier))), sharedInt32(n.Replicas)
+	rs := &n.RolloutStrategy
+	rs.Type, rs.WhenUnschedulable = v1alpha1.RolloutStrategyType(intern(string(rs.Type))), v1alpha1.UnschedulableAction(intern(string(rs.WhenUnschedulable)))
+	rs.MaxUnavailable, rs.MaxSurge = internIntOrString(rs.MaxUnavailable), internIntOrString(rs.MaxSurge)
+	rs.UnschedulableSeconds, rs.MinAvailable = sharedInt32(rs.UnschedulableSeconds), sharedInt32(rs.MinAvailable)
+}
+
+// sharedInt32s are the small numbers cached objects point to (replicas,
+// limits, seconds): a pointer into this array is not an object of the
+// heap. What the cache holds is only ever read (its Get and List hand out
+// deep copies), as for interned strings.
+var sharedInt32s = func() (a [1024]int32) {
+	for i := range a {
+		a[i] = int32(i)
+	}
+	return a
+}()
+
+// sharedInt32 returns a pointer to the shared copy of *p when there is one,
+// else p.
+func sharedInt32(p *int32) *int32 {
+	if p == nil || *p < 0 || int(*p) >= len(sharedInt32s) {
+		return p
+	}
+	return &sharedInt32s[*p]
+}
+
+// sharedIntOrStrings are the small integer int-or-strings, as sharedInt32s.
+var sharedIntOrStrings = func() (a [128]intstr.IntOrString) {
+	for i := range a {
+		a[i] = intstr.FromInt32(int32(i))
+	}
+	return a
+}()
+
+// sharedIntOrString returns a pointer to the shared copy of *p (a small
+// integer), p with its string interned, or nil.
+func sharedIntOrString(p *intstr.IntOrString) *intstr.IntOrString {
+	switch {
+	case p == nil:
+		return nil
+	case p.Type == intstr.Int && p.IntVal >= 0 && int(p.IntVal) < len(sharedIntOrStrings):
+		return &sharedIntOrStrings[p.IntVal]
+	case p.Type == intstr.String:
+		p.StrVal = intern(p.StrVal)
+	}
+	return p
 }
 
 // lastApplied is kubectl's (and Argo CD's) client-side apply record.

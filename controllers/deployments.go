@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -51,9 +52,14 @@ type keptDeployment struct {
 	// managedFields are the pruned managedFields entries.
 	managedFields []keptFields
 
-	replicas, progressDeadlineSeconds *int32
-	paused                            bool
-	strategy                          appsv1.DeploymentStrategy
+	// replicas and progressDeadlineSeconds are the spec's, set when has*:
+	// values, not pointers, as the strategy's and the env entries' fields
+	// below and the interned strings are: every pointer the store keeps is
+	// one more object the collector visits at each cycle, per Deployment.
+	replicas, progressDeadlineSeconds       int32
+	hasReplicas, hasProgressDeadlineSeconds bool
+	paused                                  bool
+	strategy                                keptStrategy
 	// containers are each container's name and preload env entry.
 	containers []keptContainer
 	status     appsv1.DeploymentStatus
@@ -68,16 +74,95 @@ type keptDeployment struct {
 type keptFields struct {
 	manager, apiVersion, fieldsType, subresource string
 	operation                                    metav1.ManagedFieldsOperationType
-	time                                         *metav1.Time
+	time                                         metav1.Time
 	fields                                       unique.Handle[string]
-	// hasFields: the entry had a field set (fields is its JSON).
-	hasFields bool
+	// hasTime, hasFields: the entry had a time, a field set (fields is
+	// its JSON).
+	hasTime, hasFields bool
+}
+
+// keptStrategy is a DeploymentStrategy without its pointers.
+type keptStrategy struct {
+	typ appsv1.DeploymentStrategyType
+	// rolling: the strategy has a rollingUpdate, whose fields are set
+	// when has*.
+	rolling, hasMaxUnavailable, hasMaxSurge bool
+	maxUnavailable, maxSurge                intstr.IntOrString
+}
+
+func keepStrategy(s appsv1.DeploymentStrategy) keptStrategy {
+	k := keptStrategy{typ: appsv1.DeploymentStrategyType(intern(string(s.Type)))}
+	if r := s.RollingUpdate; r != nil {
+		k.rolling = true
+		if r.MaxUnavailable != nil {
+			k.hasMaxUnavailable, k.maxUnavailable = true, internIntOrString(*r.MaxUnavailable)
+		}
+		if r.MaxSurge != nil {
+			k.hasMaxSurge, k.maxSurge = true, internIntOrString(*r.MaxSurge)
+		}
+	}
+	return k
+}
+
+func (k keptStrategy) strategy() appsv1.DeploymentStrategy {
+	s := appsv1.DeploymentStrategy{Type: k.typ}
+	if k.rolling {
+		s.RollingUpdate = &appsv1.RollingUpdateDeployment{}
+		if k.hasMaxUnavailable {
+			s.RollingUpdate.MaxUnavailable = ptr.To(k.maxUnavailable)
+		}
+		if k.hasMaxSurge {
+			s.RollingUpdate.MaxSurge = ptr.To(k.maxSurge)
+		}
+	}
+	return s
+}
+
+func internIntOrString(v intstr.IntOrString) intstr.IntOrString {
+	v.StrVal = intern(v.StrVal)
+	return v
 }
 
 // keptContainer is a container's name and its preload env entries.
 type keptContainer struct {
 	name string
-	env  []corev1.EnvVar
+	env  []keptEnv
+}
+
+// keptEnv is an env entry. The operator's (a ConfigMap key reference) is
+// kept as its ConfigMap's name and key; any other source as it is.
+type keptEnv struct {
+	name, value string
+	// configMap and key are valueFrom.configMapKeyRef's name and key when
+	// byKey (and the reference has no optional field).
+	byKey          bool
+	configMap, key string
+	other          *corev1.EnvVarSource
+}
+
+func keepEnv(e corev1.EnvVar) keptEnv {
+	k := keptEnv{name: intern(e.Name), value: e.Value}
+	switch from := e.ValueFrom; {
+	case from == nil:
+	case from.ConfigMapKeyRef != nil && from.ConfigMapKeyRef.Optional == nil &&
+		from.FieldRef == nil && from.ResourceFieldRef == nil && from.SecretKeyRef == nil && from.FileKeyRef == nil:
+		k.byKey, k.configMap, k.key = true, from.ConfigMapKeyRef.Name, intern(from.ConfigMapKeyRef.Key)
+	default:
+		k.other = from.DeepCopy()
+	}
+	return k
+}
+
+func (k keptEnv) envVar() corev1.EnvVar {
+	e := corev1.EnvVar{Name: k.name, Value: k.value}
+	switch {
+	case k.byKey:
+		e.ValueFrom = &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: k.configMap}, Key: k.key}}
+	case k.other != nil:
+		e.ValueFrom = k.other.DeepCopy()
+	}
+	return e
 }
 
 // keepDeployment is the Deployment store's transform: a *appsv1.Deployment
@@ -90,15 +175,19 @@ func keepDeployment(obj any, shard []string) (any, error) {
 	}
 	p := pruneDeployment(d, shard)
 	k := &keptDeployment{
-		labels:                  pairs(p.Labels),
-		annotations:             pairs(p.Annotations),
-		templateLabels:          pairs(p.Spec.Template.Labels),
-		templateAnnotations:     pairs(p.Spec.Template.Annotations),
-		replicas:                p.Spec.Replicas,
-		progressDeadlineSeconds: p.Spec.ProgressDeadlineSeconds,
-		paused:                  p.Spec.Paused,
-		strategy:                p.Spec.Strategy,
-		status:                  p.Status,
+		labels:              pairs(p.Labels),
+		annotations:         pairs(p.Annotations),
+		templateLabels:      pairs(p.Spec.Template.Labels),
+		templateAnnotations: pairs(p.Spec.Template.Annotations),
+		paused:              p.Spec.Paused,
+		strategy:            keepStrategy(p.Spec.Strategy),
+		status:              p.Status,
+	}
+	if r := p.Spec.Replicas; r != nil {
+		k.replicas, k.hasReplicas = *r, true
+	}
+	if s := p.Spec.ProgressDeadlineSeconds; s != nil {
+		k.progressDeadlineSeconds, k.hasProgressDeadlineSeconds = *s, true
 	}
 	if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() {
 		k.selector = sel.String()
@@ -108,8 +197,13 @@ func keepDeployment(obj any, shard []string) (any, error) {
 	if n := len(p.ManagedFields); n > 0 {
 		k.managedFields = make([]keptFields, n)
 		for i, e := range p.ManagedFields {
-			f := keptFields{manager: e.Manager, apiVersion: e.APIVersion, fieldsType: intern(e.FieldsType),
-				subresource: e.Subresource, operation: e.Operation, time: e.Time}
+			// A handful of managers write the Deployments of a
+			// cluster: their names are interned.
+			f := keptFields{manager: intern(e.Manager), apiVersion: intern(e.APIVersion), fieldsType: intern(e.FieldsType),
+				subresource: intern(e.Subresource), operation: metav1.ManagedFieldsOperationType(intern(string(e.Operation)))}
+			if e.Time != nil {
+				f.time, f.hasTime = *e.Time, true
+			}
 			if e.FieldsV1 != nil {
 				f.fields, f.hasFields = unique.Make(string(e.FieldsV1.Raw)), true
 			}
@@ -119,7 +213,13 @@ func keepDeployment(obj any, shard []string) (any, error) {
 	if n := len(p.Spec.Template.Spec.Containers); n > 0 {
 		k.containers = make([]keptContainer, n)
 		for i, c := range p.Spec.Template.Spec.Containers {
-			k.containers[i] = keptContainer{name: intern(c.Name), env: c.Env}
+			k.containers[i] = keptContainer{name: intern(c.Name)}
+			if len(c.Env) > 0 {
+				k.containers[i].env = make([]keptEnv, len(c.Env))
+				for j, e := range c.Env {
+					k.containers[i].env[j] = keepEnv(e)
+				}
+			}
 		}
 	}
 	return k, nil
@@ -180,8 +280,8 @@ func (k *keptDeployment) deployment() *appsv1.Deployment {
 		for i, f := range k.managedFields {
 			e := metav1.ManagedFieldsEntry{Manager: f.manager, Operation: f.operation, APIVersion: f.apiVersion,
 				FieldsType: f.fieldsType, Subresource: f.subresource}
-			if f.time != nil {
-				e.Time = f.time.DeepCopy()
+			if f.hasTime {
+				e.Time = ptr.To(f.time)
 			}
 			if f.hasFields {
 				e.FieldsV1 = &metav1.FieldsV1{Raw: []byte(f.fields.Value())}
@@ -190,14 +290,14 @@ func (k *keptDeployment) deployment() *appsv1.Deployment {
 		}
 	}
 	spec := &d.Spec
-	if k.replicas != nil {
-		spec.Replicas = ptr.To(*k.replicas)
+	if k.hasReplicas {
+		spec.Replicas = ptr.To(k.replicas)
 	}
-	if k.progressDeadlineSeconds != nil {
-		spec.ProgressDeadlineSeconds = ptr.To(*k.progressDeadlineSeconds)
+	if k.hasProgressDeadlineSeconds {
+		spec.ProgressDeadlineSeconds = ptr.To(k.progressDeadlineSeconds)
 	}
 	spec.Paused = k.paused
-	k.strategy.DeepCopyInto(&spec.Strategy)
+	spec.Strategy = k.strategy.strategy()
 	spec.Template.Labels, spec.Template.Annotations = toMap(k.templateLabels), toMap(k.templateAnnotations)
 	if n := len(k.containers); n > 0 {
 		spec.Template.Spec.Containers = make([]corev1.Container, n)
@@ -205,7 +305,7 @@ func (k *keptDeployment) deployment() *appsv1.Deployment {
 			out := &spec.Template.Spec.Containers[i]
 			out.Name = c.name
 			for _, e := range c.env {
-				out.Env = append(out.Env, *e.DeepCopy())
+				out.Env = append(out.Env, e.envVar())
 			}
 		}
 	}

@@ -105,7 +105,7 @@ func compactPod(obj any) (any, error) {
 	for _, c := range p.Status.Conditions {
 		switch {
 		case c.Type == corev1.PodReady:
-			out.ready = &bakeCondition{status: c.Status, lastTransitionTime: c.LastTransitionTime}
+			out.ready = &bakeCondition{status: corev1.ConditionStatus(intern(string(c.Status))), lastTransitionTime: c.LastTransitionTime}
 		case c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue:
 			out.disrupted = true
 		}
