@@ -219,9 +219,10 @@ func TestScale(t *testing.T) {
 				check(t, rs)
 				var per []string
 				for i, rss := range rs.shardRSS {
-					per = append(per, fmt.Sprintf("shard %d %.1f MiB (%.0f%%)", i, float64(rss)/(1<<20), 100*float64(rss)/float64(r.peakRSS)))
+					per = append(per, fmt.Sprintf("shard %d %.1f MiB (%.0f%%), anonymous %.1f MiB (%.0f%%)", i, float64(rss)/(1<<20), 100*float64(rss)/float64(r.peakRSS),
+						float64(rs.shardAnon[i])/(1<<20), 100*float64(rs.shardAnon[i])/float64(r.peakAnon)))
 				}
-				fmt.Printf("\n%s: peak RSS of one process %.1f MiB; of %d shards: %s\n", cfg, float64(r.peakRSS)/(1<<20), shards, strings.Join(per, ", "))
+				fmt.Printf("\n%s: peak RSS of one process %.1f MiB (anonymous %.1f MiB); of %d shards: %s\n", cfg, float64(r.peakRSS)/(1<<20), float64(r.peakAnon)/(1<<20), shards, strings.Join(per, ", "))
 			}
 			if !bake {
 				plain = r
@@ -344,9 +345,13 @@ type result struct {
 	// (openmed_passes_total's woken_by), per model.
 	wokenRollout, wokenUpgrade map[string]float64
 	syncedRSS, peakRSS         int64 // bytes: after the caches synced, and at the end (the largest process's)
-	// shardRSS is each process's peak RSS; shardCalls each one's calls
-	// over the run.
+	// peakAnon is the largest process's peak anonymous memory (RssAnon,
+	// sampled: its own memory, without its binary's shared file pages).
+	peakAnon int64
+	// shardRSS is each process's peak RSS, shardAnon its peak RssAnon;
+	// shardCalls each one's calls over the run.
 	shardRSS   []int64
+	shardAnon  []int64
 	shardCalls []int
 	// crossShard lists calls of one shard for another's model; owners
 	// Deployments whose labels or owner do not say their one model.
@@ -419,12 +424,12 @@ func (r result) table() string {
 	fmt.Fprintf(&b, "%-34s rollout %.2f ms, upgrade %.2f ms\n", "operator CPU per model", r.cpuRollout*1000, r.cpuUpgrade*1000)
 	fmt.Fprintf(&b, "%-34s rollout %.2f, upgrade %.2f\n", "passes per model", r.passesRollout, r.passesUpgrade)
 	fmt.Fprintf(&b, "%-34s rollout %s; upgrade %s\n", "  woken by", byCause(r.wokenRollout), byCause(r.wokenUpgrade))
-	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model)\n", "operator peak RSS",
-		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20))
+	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model); anonymous (RssAnon, sampled) %.1f MiB\n", "operator peak RSS",
+		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20), float64(r.peakAnon)/(1<<20))
 	if r.cfg.shards > 1 {
 		var per []string
 		for i := range r.shardRSS {
-			per = append(per, fmt.Sprintf("shard %d: %.1f MiB, %d calls", i, float64(r.shardRSS[i])/(1<<20), r.shardCalls[i]))
+			per = append(per, fmt.Sprintf("shard %d: %.1f MiB (anonymous %.1f), %d calls", i, float64(r.shardRSS[i])/(1<<20), float64(r.shardAnon[i])/(1<<20), r.shardCalls[i]))
 		}
 		fmt.Fprintf(&b, "%-34s %s; calls for another shard's model: %d\n", "  per shard", strings.Join(per, "; "), len(r.crossShard))
 	}
@@ -588,6 +593,11 @@ func run(t *testing.T, bin string, cfg config) result {
 			_ = op.Stop(10 * time.Second)
 		}
 	}()
+	anon := make([]*harness.AnonSampler, len(ops))
+	for i, op := range ops {
+		anon[i] = harness.SampleAnon(op.PID())
+		defer anon[i].Stop()
+	}
 	baseSamples, _ := scrape(t, ops[0].MetricsURL())
 	for _, op := range ops {
 		r.syncedRSS = max(r.syncedRSS, harness.PeakRSS(t, op.PID()))
@@ -701,6 +711,10 @@ func run(t *testing.T, bin string, cfg config) result {
 		rss := harness.PeakRSS(t, op.PID())
 		r.shardRSS = append(r.shardRSS, rss)
 		r.peakRSS = max(r.peakRSS, rss)
+	}
+	for _, a := range anon {
+		r.shardAnon = append(r.shardAnon, a.Stop())
+		r.peakAnon = max(r.peakAnon, a.Peak())
 	}
 
 	// Failover: new processes take over from a clean start (as a new leader

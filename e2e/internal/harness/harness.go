@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -731,6 +732,67 @@ func PeakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// AnonSampler samples a process's anonymous resident memory (RssAnon: its
+// heap, stacks and runtime data, not the pages of its binary, which every
+// process of the same executable on a node shares in the page cache) and
+// keeps the largest sample: the kernel keeps a high-water mark of the
+// whole resident set only (VmHWM).
+type AnonSampler struct {
+	peak atomic.Int64
+	stop chan struct{}
+	done chan struct{}
+}
+
+// SampleAnon samples pid's RssAnon every 200 ms until Stop.
+func SampleAnon(pid int) *AnonSampler {
+	s := &AnonSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if v, ok := statusBytes(pid, "RssAnon:"); ok && v > s.peak.Load() {
+				s.peak.Store(v)
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Peak is the largest RssAnon sampled so far, in bytes.
+func (s *AnonSampler) Peak() int64 { return s.peak.Load() }
+
+// Stop ends the sampling (the process may be gone) and returns Peak.
+func (s *AnonSampler) Stop() int64 {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	return s.Peak()
+}
+
+// statusBytes reads a "Key:   N kB" line of /proc/pid/status in bytes.
+func statusBytes(pid int, key string) (int64, bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, key) {
+			kb, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return kb * 1024, err == nil
+		}
+	}
+	return 0, false
 }
 
 // SetAvailable reports the Deployment name's current generation available
