@@ -34,8 +34,9 @@ const cachedObjects = 4000
 // by its name and uids, decoded, kept by its store's transform and added to
 // a client-go store with the indexes the operator's informer of that kind
 // has (and, for ConfigMaps and pods, held by owner as their store's handler
-// holds them). Go's heap in use before and after, after a collection, is the cost;
-// it must stay within the kind's budget.
+// holds them). Go's heap in use before and after, after a collection, in
+// bytes and in objects, is the cost; both must stay within the kind's
+// budgets.
 func TestCachedBytes(t *testing.T) {
 	for _, tc := range []struct {
 		kind, file string
@@ -100,7 +101,7 @@ func TestCachedBytes(t *testing.T) {
 			if tc.hold != nil {
 				hold = tc.hold()
 			}
-			before, beforeObjects := heapInUse(), heapObjects()
+			before, beforeObjects := liveHeap()
 			for _, v := range variants {
 				obj := tc.new()
 				if err := json.UnmarshalCaseSensitivePreserveInts(v, obj); err != nil {
@@ -115,8 +116,9 @@ func TestCachedBytes(t *testing.T) {
 				}
 				hold(kept)
 			}
-			per := (int(heapInUse()) - int(before)) / cachedObjects
-			objects := float64(int(heapObjects())-int(beforeObjects)) / cachedObjects
+			after, afterObjects := liveHeap()
+			per := (int(after) - int(before)) / cachedObjects
+			objects := float64(int(afterObjects)-int(beforeObjects)) / cachedObjects
 			t.Logf("%s: %.1f heap objects each", tc.kind, objects)
 			if objects > tc.objects {
 				t.Errorf("%s: %.1f heap objects each, more than %.0f", tc.kind, objects, tc.objects)
@@ -145,22 +147,14 @@ func modelOf(obj client.Object) string {
 	return name
 }
 
-// heapObjects returns the number of live heap objects after a collection.
-func heapObjects() uint64 {
+// liveHeap returns the bytes and the number of live heap objects after a
+// collection.
+func liveHeap() (bytes, objects uint64) {
 	var m runtime.MemStats
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&m)
-	return m.HeapObjects
-}
-
-// heapInUse returns the bytes of live heap objects after a collection.
-func heapInUse() uint64 {
-	var m runtime.MemStats
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
+	return m.HeapAlloc, m.HeapObjects
 }
 
 // TestKeptConfigMap: the ConfigMap store hands out what PruneConfigMap
