@@ -279,7 +279,7 @@ func sharedIntOrString(p *intstr.IntOrString) *intstr.IntOrString {
 	case p.Type == intstr.Int && p.IntVal >= 0 && int(p.IntVal) < len(sharedIntOrStrings):
 		return &sharedIntOrStrings[p.IntVal]
 	case p.Type == intstr.String:
-		p.StrVal = intern(p.StrVal)
+		*p = internIntOrString(*p)
 	}
 	return p
 }
