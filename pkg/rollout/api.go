@@ -240,6 +240,11 @@ type Plan struct {
 	// rollout in flight (no judgment waits for it: a watch event is
 	// expected first), not the timer of a deadline, a bake or a grace.
 	Backstop bool
+
+	// Timer is the earliest timer of a judgment (a deadline, a bake, a
+	// grace), whether or not it is RequeueAfter; zero when none waits.
+	// Until then, a pass on the same inputs decides what this one did.
+	Timer time.Duration
 }
 
 // HasChanges reports whether the plan writes anything to the cluster

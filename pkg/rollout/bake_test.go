@@ -133,7 +133,7 @@ func TestBake(t *testing.T) {
 		if p.Status.History[0].Version != v1 || p.Status.ActiveVersion != v1 {
 			t.Errorf("a baking version is retained: history %s active %s", p.Status.History[0].Version, p.Status.ActiveVersion)
 		}
-		if p.RequeueAfter < bakeSeconds*time.Second || p.RequeueAfter > (bakeSeconds+1)*time.Second || p.Backstop {
+		if p.RequeueAfter < bakeSeconds*time.Second || p.RequeueAfter > (bakeSeconds+1)*time.Second || p.Backstop || p.Timer != p.RequeueAfter {
 			t.Errorf("requeue after %v (backstop %v), want the end of the bake", p.RequeueAfter, p.Backstop)
 		}
 		if got := kstatusOf(t, c.obj, p.Status); got != "InProgress" {

@@ -184,8 +184,9 @@ func (d *decider) conditions(tp tuple, ks kstatus) {
 // bounded by RequeueInterval and BackstopGrowth times it: 15 s, 15 s,
 // 30 s, 60 s, 2 min, 2 min, ... by default.
 func (d *decider) inFlight() {
-	if d.requeueWithin(BackstopInterval(d.old, d.now.Time, d.opts.RequeueInterval)) {
-		d.plan.Backstop = true
+	after := BackstopInterval(d.old, d.now.Time, d.opts.RequeueInterval)
+	if d.plan.RequeueAfter == 0 || after < d.plan.RequeueAfter {
+		d.plan.RequeueAfter, d.plan.Backstop = after, true
 	}
 }
 
@@ -204,15 +205,17 @@ func BackstopInterval(st *v1alpha1.OpenMedModelStatus, now time.Time, first time
 	return min(max(now.Sub(c.LastTransitionTime.Time), first), BackstopGrowth*first)
 }
 
-// requeueWithin asks for a pass within after, a timer of a judgment; it
-// reports whether after is now the plan's earliest.
-func (d *decider) requeueWithin(after time.Duration) bool {
-	if after > 0 && (d.plan.RequeueAfter == 0 || after < d.plan.RequeueAfter) {
-		d.plan.RequeueAfter = after
-		d.plan.Backstop = false
-		return true
+// requeueWithin asks for a pass within after, a timer of a judgment.
+func (d *decider) requeueWithin(after time.Duration) {
+	if after <= 0 {
+		return
 	}
-	return false
+	if d.plan.Timer == 0 || after < d.plan.Timer {
+		d.plan.Timer = after
+	}
+	if d.plan.RequeueAfter == 0 || after < d.plan.RequeueAfter {
+		d.plan.RequeueAfter, d.plan.Backstop = after, false
+	}
 }
 
 // finish makes the status consistent with itself: when the pass evaluated
