@@ -37,6 +37,15 @@ func TestBackstopPassesWriteNothing(t *testing.T) {
 	if w, _ := op.writes.snapshot(); w != writes {
 		t.Errorf("backstop passes wrote %d requests", w-writes)
 	}
+	// The pass after the write (its own status update event) and every
+	// backstop pass after it wrote nothing and read only the caches: the
+	// backstop passes find the caches as the pass before them read them
+	// and end there (read first: a pass counts itself as a backstop pass
+	// before it counts itself unchanged).
+	unchanged := op.metric(t, controllers.MetricBackstopUnchanged, nil)
+	if backstops := passes("backstop"); unchanged < 2 || unchanged > backstops {
+		t.Errorf("%v of %v backstop passes ended unchanged, want most of them", unchanged, backstops)
+	}
 	if n := passes("event"); n != events {
 		t.Errorf("%v passes woken by an event while nothing changed", n-events)
 	}

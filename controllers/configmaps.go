@@ -217,6 +217,21 @@ func (s *configMapStore) owned(namespace string, uid types.UID) []corev1.ConfigM
 	return out
 }
 
+// namedVersion is an object's name and resourceVersion.
+type namedVersion struct{ name, version string }
+
+// versions returns the names and resourceVersions of what owned returns,
+// without building the ConfigMaps.
+func (s *configMapStore) versions(namespace string, uid types.UID) []namedVersion {
+	var out []namedVersion
+	for _, k := range s.byOwner.get(uid) {
+		if k.namespace == namespace {
+			out = append(out, namedVersion{k.name, k.resourceVersion})
+		}
+	}
+	return out
+}
+
 // put holds k under its controller (none: not at all), in place of its
 // earlier version; gone drops it.
 func (s *configMapStore) put(k *keptConfigMap, gone bool) {

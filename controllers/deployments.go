@@ -371,6 +371,20 @@ func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
 	return k.deployment()
 }
 
+// version returns the resourceVersion of the Deployment key as the store
+// holds it, and whether it holds it.
+func (s *deploymentStore) version(key types.NamespacedName) (string, bool) {
+	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
+	if err != nil || !ok {
+		return "", false
+	}
+	k, ok := obj.(*keptDeployment)
+	if !ok {
+		return "", false
+	}
+	return k.ResourceVersion, true
+}
+
 // podSelector returns the spec.selector of the Deployment key as the store
 // keeps it, or nil when it does not hold the Deployment.
 func (s *deploymentStore) podSelector(key types.NamespacedName) labels.Selector {

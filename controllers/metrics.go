@@ -27,6 +27,7 @@ const (
 	MetricEventsNotForwarded = "openmed_events_forward_dropped_total"
 	MetricBakeFailures       = "openmed_bake_failures_total"
 	MetricPasses             = "openmed_passes_total"
+	MetricBackstopUnchanged  = "openmed_backstop_passes_unchanged_total"
 )
 
 // Metrics are the openmed_* metrics of the reconciler. Only
@@ -47,6 +48,7 @@ type Metrics struct {
 	notForwarded    *prometheus.CounterVec
 	bakeFailures    *prometheus.CounterVec
 	passes          *prometheus.CounterVec
+	unchanged       prometheus.Counter
 	// passesBy are passes' counters by woken_by, read-only once built.
 	passesBy map[string]prometheus.Counter
 
@@ -105,9 +107,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricPasses,
 			Help: "Passes started, by what woke them: event (a watch event), backstop (the timer of a rollout in flight that guards against a missed event), timer (a deadline, a bake's end, a grace), follow-up, cache-lag, retry, unclaimed-target.",
 		}, []string{"woken_by"}),
+		unchanged: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: MetricBackstopUnchanged,
+			Help: "Passes woken by the backstop timer that found every input as the pass before them read it, before any judgment's timer, and ended without deciding again (they are counted in openmed_passes_total too).",
+		}),
 		namespaces: map[string]bool{},
 	}
-	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes, m.unchanged)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
 	for _, reason := range errorReasons {
@@ -350,6 +356,13 @@ func (m *Metrics) countConflict(manager, field string) {
 func (m *Metrics) countPass(wokenBy string) {
 	if m != nil {
 		m.passesBy[wokenBy].Inc()
+	}
+}
+
+// countUnchanged counts a backstop pass that found its inputs unchanged.
+func (m *Metrics) countUnchanged() {
+	if m != nil {
+		m.unchanged.Inc()
 	}
 }
 

@@ -115,6 +115,7 @@ type OpenMedModelReconciler struct {
 	retries   *backoff
 	unclaimed *backoff
 	wakes     *wakes
+	quiet     *quietPasses
 	modelLag  *cacheLag
 	targetLag *cacheLag
 	// manifestLag: the manifest ConfigMaps created and not cached yet.
@@ -192,7 +193,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
 	r.unclaimed = newBackoff(unclaimedRecheck, unclaimedRecheckMax)
-	r.wakes = newWakes()
+	r.wakes, r.quiet = newWakes(), newQuietPasses()
 	r.shardLabels = ShardLabels(opts.Models)
 	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
@@ -315,6 +316,8 @@ type pass struct {
 	// the next pass counts it in openmed_passes_total when the timer, not
 	// a watch event, wakes it.
 	wake string
+	// quiet is what the pass leaves for the next backstop pass (quietAfter).
+	quiet *quiet
 }
 
 // requeue asks for the next pass after d, for cause.
@@ -328,8 +331,20 @@ func (p *pass) requeue(cause string, d time.Duration) ctrl.Result {
 // even a recovered panic, is reported in the same pass).
 func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &pass{key: req.NamespacedName, obj: &v1alpha1.OpenMedModel{}}
-	r.ModelMetrics.countPass(r.wakes.woken(p.key, time.Now()))
+	cause := r.wakes.woken(p.key, time.Now())
+	r.ModelMetrics.countPass(cause)
+	if last, ok := r.quiet.take(p.key); ok && cause == wokeBackstop {
+		if result, same := r.unchanged(ctx, p, last); same {
+			r.ModelMetrics.countUnchanged()
+			r.quiet.keep(p.key, last)
+			r.wakes.scheduled(p.key, time.Now(), result, nil, p.wake)
+			return result, nil
+		}
+	}
 	result, err := r.reconcile(ctx, req, p)
+	if p.quiet != nil && err == nil {
+		r.quiet.keep(p.key, *p.quiet)
+	}
 	r.wakes.scheduled(p.key, time.Now(), result, err, p.wake)
 	return result, err
 }
@@ -419,6 +434,9 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		}
 	} else if read == targetCached {
 		r.unclaimed.forget(p.key)
+	}
+	if err == nil {
+		p.quiet = quietAfter(p, read)
 	}
 	return result, err
 }
@@ -718,7 +736,7 @@ func (r *OpenMedModelReconciler) notReadyNodes(ctx context.Context, pods []corev
 	for i := range pods {
 		p := &pods[i]
 		node := p.Spec.NodeName
-		if node == "" || p.DeletionTimestamp != nil || slices.Contains(seen, node) || podReady(p) {
+		if !readsNode(p) || slices.Contains(seen, node) {
 			continue
 		}
 		seen = append(seen, node)
@@ -1030,6 +1048,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.retries.forget(key)
 	r.unclaimed.forget(key)
 	r.wakes.forget(key)
+	r.quiet.forget(key)
 	r.modelLag.forget(key)
 	r.manifestLag.forget(key)
 	r.mu.Lock()

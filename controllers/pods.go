@@ -223,6 +223,8 @@ func (m *storedMeta) GetNamespace() string { return m.Namespace }
 
 func (m *storedMeta) GetName() string { return m.Name }
 
+func (m *storedMeta) version() string { return m.ResourceVersion }
+
 // GetObjectMeta makes a kept object one to client-go's store (its key and
 // index functions read it with meta.Accessor).
 func (m *storedMeta) GetObjectMeta() metav1.Object {
@@ -235,6 +237,8 @@ func (m *storedMeta) GetObjectMeta() metav1.Object {
 type keptPod interface {
 	GetNamespace() string
 	GetName() string
+	// version is the pod's resourceVersion.
+	version() string
 	// ownerKey is the pod's openmed.ai/model-resource annotation
 	// ("namespace/name"), or "" for a pod of no model.
 	ownerKey() string

@@ -1,0 +1,223 @@
+package controllers
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
+)
+
+// A rollout in flight is re-evaluated by the backstop timer, which only
+// guards against a missed watch event: in a wave of thousands of models, a
+// model waits minutes for its Deployment and most of those passes read what
+// the pass before them read and decide it again. quiet is what the last
+// pass of a model read, when that pass waited on the backstop timer alone,
+// wrote nothing and read nothing around the caches: the resourceVersions of
+// its inputs, and when the earliest timer of a judgment falls due. A
+// backstop pass that finds the caches as that pass read them, before that
+// time, would decide the same and write nothing (rollout.Decide is a
+// function of its inputs, and every judgment that depends on time passing
+// sets a timer of its own): it asks for the next timer and ends. A change
+// in the caches that no watch event announced, the backstop's reason to
+// be, changes a resourceVersion and gets a whole pass.
+type quiet struct {
+	// inputs is the digest of what the pass read (inputDigest).
+	inputs uint64
+	// timerAt is when the pass's earliest judgment timer falls due (zero:
+	// none).
+	timerAt time.Time
+}
+
+// quietPasses holds the quiet of each model whose last pass left one.
+type quietPasses struct {
+	mu   sync.Mutex
+	last map[types.NamespacedName]quiet
+}
+
+func newQuietPasses() *quietPasses {
+	return &quietPasses{last: map[types.NamespacedName]quiet{}}
+}
+
+// take returns and forgets what the last pass of key left.
+func (q *quietPasses) take(key types.NamespacedName) (quiet, bool) {
+	if q == nil {
+		return quiet{}, false
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	x, ok := q.last[key]
+	delete(q.last, key)
+	return x, ok
+}
+
+func (q *quietPasses) keep(key types.NamespacedName, x quiet) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.last[key] = x
+}
+
+func (q *quietPasses) forget(key types.NamespacedName) {
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.last, key)
+}
+
+// inputSeed seeds inputDigest for the life of the process.
+var inputSeed = maphash.MakeSeed()
+
+// inputDigest digests the resourceVersions of a pass's inputs, each named
+// by its kind and name; the order they are added in does not matter.
+type inputDigest struct{ sum, n uint64 }
+
+func (d *inputDigest) add(kind byte, name, version string) {
+	var h maphash.Hash
+	h.SetSeed(inputSeed)
+	_ = h.WriteByte(kind)
+	_, _ = h.WriteString(name)
+	_ = h.WriteByte(0)
+	_, _ = h.WriteString(version)
+	d.sum += h.Sum64()
+	d.n++
+}
+
+func (d *inputDigest) value() uint64 { return d.sum ^ d.n*0x9e3779b97f4a7c15 }
+
+// Kinds of inputs in an inputDigest.
+const (
+	inputModel      = 'm'
+	inputTarget     = 'd'
+	inputPrevious   = 'p'
+	inputConfigMap  = 'c'
+	inputBakePod    = 'b'
+	inputPendingPod = 'q'
+)
+
+// observedInputs digests what a pass read: obj as it started, and what it
+// observed from the caches.
+func observedInputs(obj *v1alpha1.OpenMedModel, o *rollout.Observed) uint64 {
+	var d inputDigest
+	d.add(inputModel, obj.Name, obj.ResourceVersion)
+	desired, previous := rollout.TargetNames(obj)
+	version := ""
+	if o.Deployment != nil {
+		version = o.Deployment.ResourceVersion
+	}
+	d.add(inputTarget, desired, version)
+	for _, name := range previous {
+		version := ""
+		for _, t := range o.PreviousTargets {
+			if t.Name == name {
+				version = t.ResourceVersion
+			}
+		}
+		d.add(inputPrevious, name, version)
+	}
+	for i := range o.ConfigMaps {
+		d.add(inputConfigMap, o.ConfigMaps[i].Name, o.ConfigMaps[i].ResourceVersion)
+	}
+	for i := range o.Pods {
+		d.add(inputBakePod, o.Pods[i].Name, o.Pods[i].ResourceVersion)
+	}
+	for i := range o.PendingPods {
+		d.add(inputPendingPod, o.PendingPods[i].Name, o.PendingPods[i].ResourceVersion)
+	}
+	return d.value()
+}
+
+// cachedInputs digests what a pass of obj would read from the caches now,
+// as observe reads it, without building the objects.
+func (r *OpenMedModelReconciler) cachedInputs(obj *v1alpha1.OpenMedModel) uint64 {
+	var d inputDigest
+	d.add(inputModel, obj.Name, obj.ResourceVersion)
+	desired, previous := rollout.TargetNames(obj)
+	version, present := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
+	d.add(inputTarget, desired, version)
+	for _, name := range previous {
+		version, _ := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: name})
+		d.add(inputPrevious, name, version)
+	}
+	if obj.UID != "" {
+		for _, cm := range r.configMaps.versions(obj.Namespace, obj.UID) {
+			d.add(inputConfigMap, cm.name, cm.version)
+		}
+	}
+	owner := rollout.OwnerKey(obj)
+	if present && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
+		for _, p := range r.pods.byOwner.get(owner) {
+			d.add(inputBakePod, p.GetName(), p.version())
+		}
+	}
+	if present {
+		for _, p := range r.pending.byOwner.get(owner) {
+			d.add(inputPendingPod, p.GetName(), p.version())
+		}
+	}
+	return d.value()
+}
+
+// quietAfter is what a pass that ended as p did leaves for the next
+// backstop pass, or nil. It leaves it only when the pass waits on the
+// backstop timer alone, wrote nothing (no status, claim, finalizer,
+// ConfigMap or Deployment write, no event, nothing a metric counts) and
+// read only the caches: its
+// target from the Deployment store (read), no pods from the API server,
+// no node of an unready pod.
+func quietAfter(p *pass, read targetRead) *quiet {
+	if p.wake != wokeBackstop || read != targetCached || len(p.modelRVs) > 0 || p.plan.HasChanges() ||
+		len(p.plan.Events) > 0 || len(p.plan.Drift) > 0 || len(p.plan.Conflicts) > 0 || p.plan.BakeFailure != "" ||
+		p.plan.RemoveFinalizer || len(p.plan.ClaimTargets) > 0 || p.releaseLeft ||
+		p.observed.PodsRead || p.observed.Failure != nil || !p.obj.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	for i := range p.observed.Pods {
+		if readsNode(&p.observed.Pods[i]) {
+			return nil
+		}
+	}
+	x := &quiet{inputs: observedInputs(p.obj, &p.observed)}
+	if p.plan.Timer > 0 {
+		x.timerAt = p.observed.Now.Add(p.plan.Timer)
+	}
+	return x
+}
+
+// unchanged ends the backstop pass p when the caches show what the pass
+// that left last read, before its earliest judgment timer: it asks for
+// the next timer (the backstop's interval as a pass would compute it, or
+// the judgment's when that comes first) and reports true.
+func (r *OpenMedModelReconciler) unchanged(ctx context.Context, p *pass, last quiet) (ctrl.Result, bool) {
+	now := r.Clock()
+	if !last.timerAt.IsZero() && !now.Before(last.timerAt) {
+		return ctrl.Result{}, false
+	}
+	// Read only: the cache's own object, not a copy.
+	obj := &v1alpha1.OpenMedModel{}
+	if err := r.Get(ctx, p.key, obj, client.UnsafeDisableDeepCopy); err != nil || r.cachedInputs(obj) != last.inputs {
+		return ctrl.Result{}, false
+	}
+	after := rollout.BackstopInterval(&obj.Status, now, r.RequeueInterval)
+	if !last.timerAt.IsZero() && last.timerAt.Sub(now) < after {
+		return p.requeue(wokeTimer, last.timerAt.Sub(now)), true
+	}
+	return p.requeue(wokeBackstop, after), true
+}
+
+// readsNode reports whether a pass reads the node of pod from the API
+// server (notReadyNodes): it is scheduled, not going away and not Ready.
+func readsNode(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && !podReady(pod)
+}
