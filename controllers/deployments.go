@@ -357,43 +357,39 @@ func newDeploymentStore(c client.WithWatch, namespace string, selector labels.Se
 	return &deploymentStore{informer: inf, requests: requests}, nil
 }
 
-// get returns the kept Deployment namespace/name as a pruned
-// *appsv1.Deployment, or nil when the store does not hold it.
-func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
+// kept returns what the store holds of the Deployment key, or nil.
+func (s *deploymentStore) kept(key types.NamespacedName) *keptDeployment {
 	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
 	if err != nil || !ok {
 		return nil
 	}
-	k, ok := obj.(*keptDeployment)
-	if !ok {
-		return nil
+	k, _ := obj.(*keptDeployment)
+	return k
+}
+
+// get returns the kept Deployment namespace/name as a pruned
+// *appsv1.Deployment, or nil when the store does not hold it.
+func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
+	if k := s.kept(key); k != nil {
+		return k.deployment()
 	}
-	return k.deployment()
+	return nil
 }
 
 // version returns the resourceVersion of the Deployment key as the store
 // holds it, and whether it holds it.
 func (s *deploymentStore) version(key types.NamespacedName) (string, bool) {
-	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
-	if err != nil || !ok {
-		return "", false
+	if k := s.kept(key); k != nil {
+		return k.ResourceVersion, true
 	}
-	k, ok := obj.(*keptDeployment)
-	if !ok {
-		return "", false
-	}
-	return k.ResourceVersion, true
+	return "", false
 }
 
 // podSelector returns the spec.selector of the Deployment key as the store
 // keeps it, or nil when it does not hold the Deployment.
 func (s *deploymentStore) podSelector(key types.NamespacedName) labels.Selector {
-	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
-	if err != nil || !ok {
-		return nil
-	}
-	k, ok := obj.(*keptDeployment)
-	if !ok || k.selector == "" {
+	k := s.kept(key)
+	if k == nil || k.selector == "" {
 		return nil
 	}
 	sel, err := labels.Parse(k.selector)

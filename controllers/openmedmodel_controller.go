@@ -342,7 +342,7 @@ func (r *OpenMedModelReconciler) Reconcile(ctx context.Context, req ctrl.Request
 		}
 	}
 	result, err := r.reconcile(ctx, req, p)
-	if p.quiet != nil && err == nil {
+	if p.quiet != nil {
 		r.quiet.keep(p.key, *p.quiet)
 	}
 	r.wakes.scheduled(p.key, time.Now(), result, err, p.wake)
@@ -622,7 +622,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			observed.PreviousTargets = append(observed.PreviousTargets, prev)
 		}
 	}
-	if observed.Deployment != nil && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
+	if observed.Deployment != nil && bakes(obj) {
 		observed.Pods = r.pods.pods(rollout.OwnerKey(obj))
 		observed.NotReadyNodes = r.notReadyNodes(ctx, observed.Pods)
 	}

@@ -156,7 +156,7 @@ func (r *OpenMedModelReconciler) cachedInputs(obj *v1alpha1.OpenMedModel) uint64
 		}
 	}
 	owner := rollout.OwnerKey(obj)
-	if present && obj.Spec.RolloutStrategy.BakeSeconds != nil && *obj.Spec.RolloutStrategy.BakeSeconds > 0 {
+	if present && bakes(obj) {
 		for _, p := range r.pods.byOwner.get(owner) {
 			d.add(inputBakePod, p.GetName(), p.version())
 		}
@@ -214,6 +214,13 @@ func (r *OpenMedModelReconciler) unchanged(ctx context.Context, p *pass, last qu
 		return p.requeue(wokeTimer, last.timerAt.Sub(now)), true
 	}
 	return p.requeue(wokeBackstop, after), true
+}
+
+// bakes reports whether a pass of obj reads its pods from the bake pod
+// store (observe): its spec asks for a bake.
+func bakes(obj *v1alpha1.OpenMedModel) bool {
+	b := obj.Spec.RolloutStrategy.BakeSeconds
+	return b != nil && *b > 0
 }
 
 // readsNode reports whether a pass reads the node of pod from the API
