@@ -130,22 +130,14 @@ func pruneDeployment(d *appsv1.Deployment, shard []string) *appsv1.Deployment {
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
 	out.Annotations = operatorKeys(d.Annotations)
-	out.Labels = operatorKeys(d.Labels)
-	for _, k := range shard {
-		if v, ok := d.Labels[k]; ok {
-			if out.Labels == nil {
-				out.Labels = map[string]string{}
-			}
-			out.Labels[k] = intern(v)
-		}
-	}
+	out.Labels = withShardLabels(operatorKeys(d.Labels), d.Labels, shard)
 	out.ManagedFields = pruneManagedFields(d.ManagedFields, shard)
 	out.Spec.Replicas = d.Spec.Replicas
 	out.Spec.Paused = d.Spec.Paused
 	out.Spec.ProgressDeadlineSeconds = d.Spec.ProgressDeadlineSeconds
 	out.Spec.Strategy = d.Spec.Strategy
 	out.Spec.Template.Annotations = operatorKeys(d.Spec.Template.Annotations)
-	out.Spec.Template.Labels = operatorKeys(d.Spec.Template.Labels)
+	out.Spec.Template.Labels = withShardLabels(operatorKeys(d.Spec.Template.Labels), d.Spec.Template.Labels, shard)
 	if n := len(d.Spec.Template.Spec.Containers); n > 0 {
 		out.Spec.Template.Spec.Containers = make([]corev1.Container, n)
 		for i, c := range d.Spec.Template.Spec.Containers {
@@ -167,6 +159,20 @@ func pruneDeployment(d *appsv1.Deployment, shard []string) *appsv1.Deployment {
 		c.Status = corev1.ConditionStatus(intern(string(c.Status)))
 	}
 	return out
+}
+
+// withShardLabels adds to kept the shard label keys shard that labels has,
+// their values stored once.
+func withShardLabels(kept, labels map[string]string, shard []string) map[string]string {
+	for _, k := range shard {
+		if v, ok := labels[k]; ok {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = intern(v)
+		}
+	}
+	return kept
 }
 
 // PruneModel is the cache transform for OpenMedModels (see CacheByObject).
@@ -468,7 +474,8 @@ func attributes(p fieldpath.Path, shard []string) bool {
 	case len(p) < 4:
 		return true
 	case name(2) == "metadata":
-		return (name(3) == "annotations" || name(3) == "labels") && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/"))
+		return (name(3) == "annotations" || name(3) == "labels") && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/")) ||
+			(name(3) == "labels" && slices.Contains(shard, name(4)))
 	case name(2) != "spec" || name(3) != "containers":
 		return false
 	case len(p) < 7:

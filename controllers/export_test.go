@@ -36,3 +36,13 @@ func KeptAndPruned(d *appsv1.Deployment) (kept, pruned *appsv1.Deployment) {
 func (r *OpenMedModelReconciler) StopPodEvents() error {
 	return r.pods.informer.RemoveEventHandler(r.pods.registration)
 }
+
+// HoldsPod reports whether the reconciler's bake pod store (pods.go)
+// holds the pod key.
+func (r *OpenMedModelReconciler) HoldsPod(key types.NamespacedName) bool {
+	if r.pods == nil {
+		return false
+	}
+	_, ok, err := r.pods.informer.GetIndexer().GetByKey(key.String())
+	return ok && err == nil
+}

@@ -129,6 +129,9 @@ type OpenMedModelReconciler struct {
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
+	// cachesPod reports whether the bake pod store selects a pod of these
+	// labels (bakePodSelector).
+	cachesPod func(labels map[string]string) bool
 	// cachesDeployment says whether the Deployment store selects a
 	// Deployment with these labels, cachesConfigMap whether the ConfigMap
 	// store selects a ConfigMap with these.
@@ -220,7 +223,9 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return fmt.Errorf("ConfigMap store: %w", err)
 	}
 	// The pods of baking versions, in another (see pods.go).
-	if r.pods, err = newBakePodStore(watcher, opts.Namespace); err != nil {
+	bakePods := bakePodSelector(opts.Models)
+	r.cachesPod = func(l map[string]string) bool { return bakePods.Matches(labels.Set(l)) }
+	if r.pods, err = newBakePodStore(watcher, opts.Namespace, bakePods); err != nil {
 		return fmt.Errorf("pod store: %w", err)
 	}
 	// The pods waiting for a node, in another (see pending.go).
@@ -624,6 +629,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	}
 	if observed.Deployment != nil && bakes(obj) {
 		observed.Pods = r.pods.pods(rollout.OwnerKey(obj))
+		observed.PodsHidden = r.podsHidden(observed.Deployment)
 		observed.NotReadyNodes = r.notReadyNodes(ctx, observed.Pods)
 	}
 	if observed.Deployment != nil {
@@ -654,7 +660,12 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) error {
 	var pods []corev1.Pod
 	target := p.observed.Deployment
-	if sel := rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Name, p.plan.Status.ManifestHash); sel != nil {
+	sel := rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Name, p.plan.Status.ManifestHash)
+	if p.observed.PodsHidden {
+		// The store holds none of them: all the target's pods that bake.
+		sel = rollout.TargetBakePodSelector(r.targetSelector(target))
+	}
+	if sel != nil {
 		list := &corev1.PodList{}
 		if err := r.APIReader.List(ctx, list, client.InNamespace(target.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 			return fmt.Errorf("read the pods of the baking version of OpenMedModel %s: %w", p.key, err)
@@ -670,6 +681,16 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 	p.observed.Pods, p.observed.PodsRead = pods, true
 	p.observed.NotReadyNodes = r.notReadyNodes(ctx, pods)
 	return nil
+}
+
+// podsHidden reports whether the pod store cannot see the pods of the
+// Deployment d (rollout.Observed.PodsHidden): in a shard, its template
+// carries the bake label without the shard's labels (the model moved here,
+// or its pods were made before the operator carried the labels; the next
+// version's template carries them).
+func (r *OpenMedModelReconciler) podsHidden(d *appsv1.Deployment) bool {
+	l := d.Spec.Template.Labels
+	return len(r.shardLabels) > 0 && l[v1alpha1.BakeLabel] == "true" && !r.cachesPod(l)
 }
 
 // targetSelector is the target's spec.selector: as read around the cache,

@@ -306,11 +306,21 @@ func listWatch(c client.WithWatch, namespace string, selector metav1.ListOptions
 	}
 }
 
-// newBakePodStore is the store of the pods that carry the bake label,
-// kept as bakePods.
-func newBakePodStore(c client.WithWatch, namespace string) (*podStore, error) {
-	selector := labels.SelectorFromSet(labels.Set{v1alpha1.BakeLabel: "true"}).String()
-	return newPodStore(c, namespace, metav1.ListOptions{LabelSelector: selector}, compactPod, "pods of baking versions")
+// newBakePodStore is the store of the pods selector picks (the bake label
+// and, in a shard, the shard's requirements: see bakePodSelector), kept as
+// bakePods.
+func newBakePodStore(c client.WithWatch, namespace string, selector labels.Selector) (*podStore, error) {
+	return newPodStore(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, compactPod, "pods of baking versions")
+}
+
+// bakePodSelector picks the pods of baking versions of the models models
+// selects (a shard's; nil: all): the bake label, and the shard's
+// requirements, which the pod template carries as its model does (the
+// operator puts the model's shard labels on the template when it rolls the
+// pods anyway, rollout.Options.ShardLabels). A shard's pod store then holds
+// its own models' pods, and no pod of another shard wakes it.
+func bakePodSelector(models labels.Selector) labels.Selector {
+	return shardSelector(models, v1alpha1.BakeLabel, "true")
 }
 
 // pods returns the kept pods of the model owner ("namespace/name"), by

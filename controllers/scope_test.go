@@ -2,7 +2,10 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net/http"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -265,5 +270,149 @@ func TestShardsSplitTheTargets(t *testing.T) {
 	})
 	if n, _ := a.writes.snapshot(); n != writesA {
 		t.Errorf("shard a wrote %d times after the model left it", n-writesA)
+	}
+}
+
+// TestShardsSplitTheBakingPods runs two shards as TestShardsSplitTheTargets
+// does, each with a model that bakes. The pods carry their model's shard
+// label from the pod template (the operator put it there with the apply
+// that rolled them), so each shard's pod store holds its own model's pods
+// only. The model of shard a then moves to the main shard in the middle
+// of its bake: no pod rolls, its pods keep shard a's label, and the main
+// shard, whose store cannot see them, reads them from the API server in
+// each pass of the bake: a pod OOM-killed after the move fails the bake
+// (the model's first version, so Failed).
+func TestShardsSplitTheBakingPods(t *testing.T) {
+	ns := newNamespace(t)
+	shardA := labels.SelectorFromSet(labels.Set{shardKey: "a"})
+	main, err := labels.Parse("!" + shardKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startOperatorShard(t, ns, "", shardA)
+	b := startOperatorShard(t, ns, "", main)
+	pods := map[string]string{}
+	for _, name := range []string{"moved", "stays"} {
+		createDeployment(t, chartDeployment(ns, name, 1))
+		m := newModel(ns, name, "OpenMed/pii-v1")
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](600)
+		if name == "moved" {
+			m.Labels = map[string]string{shardKey: "a"}
+		}
+		createModel(t, m)
+		var d *appsv1.Deployment
+		eventually(t, name+" pointed with the bake label", func() (bool, string) {
+			d = getDeployment(t, ns, name)
+			return preload(d) != nil && d.Spec.Template.Labels[v1alpha1.BakeLabel] == "true", labels.FormatLabels(d.Spec.Template.Labels)
+		})
+		if v, ok := d.Spec.Template.Labels[shardKey]; (name == "moved") != ok || (ok && v != "a") {
+			t.Fatalf("%s: template labels %v", name, d.Spec.Template.Labels)
+		}
+		pods[name] = createTemplatePod(t, d)
+		updateDeploymentStatus(t, ns, name, rolloutComplete)
+		eventually(t, name+" baking", func() (bool, string) {
+			m := getModel(t, ns, name)
+			return m.Status.BakeStartedAt != nil, fmt.Sprintf("%s %v", m.Status.Phase, m.Status.Conditions)
+		})
+	}
+	key := func(name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} }
+	if !a.reconciler.HoldsPod(key(pods["moved"])) || a.reconciler.HoldsPod(key(pods["stays"])) {
+		t.Errorf("shard a's pod store: want %s only", pods["moved"])
+	}
+	if !b.reconciler.HoldsPod(key(pods["stays"])) || b.reconciler.HoldsPod(key(pods["moved"])) {
+		t.Errorf("main shard's pod store: want %s only", pods["stays"])
+	}
+	if q := append(a.writes.queriesOf("/api/v1/namespaces/"+ns+"/pods"), b.writes.queriesOf("/api/v1/namespaces/"+ns+"/pods")...); len(q) != 0 {
+		t.Errorf("pods listed from the API server while the stores see them: %v", q)
+	}
+
+	// Move the baking model to the main shard.
+	before := getDeployment(t, ns, "moved")
+	patchModel(t, ns, "moved", func(m *v1alpha1.OpenMedModel) { delete(m.Labels, shardKey) })
+	eventually(t, "moved handed over", func() (bool, string) {
+		d := getDeployment(t, ns, "moved")
+		_, labelled := d.Labels[shardKey]
+		return !labelled && b.reconciler.HoldsDeployment(key("moved")), labels.FormatLabels(d.Labels)
+	})
+	after := getDeployment(t, ns, "moved")
+	if after.Generation != before.Generation || after.Spec.Template.Labels[shardKey] != "a" {
+		t.Fatalf("the move changed the template (generation %d -> %d, labels %v): the pods would roll",
+			before.Generation, after.Generation, after.Spec.Template.Labels)
+	}
+	eventually(t, "the main shard reads the moved model's pods", func() (bool, string) {
+		return len(b.writes.queriesOf("/api/v1/namespaces/"+ns+"/pods")) > 0, ""
+	})
+	if m := getModel(t, ns, "moved"); m.Status.BakeStartedAt == nil || m.Status.Phase != v1alpha1.PhaseRollingOut {
+		t.Fatalf("the moved model stopped baking: %s %v", m.Status.Phase, m.Status.Conditions)
+	}
+	if b.reconciler.HoldsPod(key(pods["moved"])) {
+		t.Error("the main shard's store holds a pod labelled for shard a")
+	}
+	// The kill reaches the main shard by a list of its own: its store
+	// cannot see the pod (a pass of the bake lists them, on a timer,
+	// rollout.HiddenPodsRecheck, when nothing else wakes it), and shard a,
+	// whose store still holds it, no longer has the model.
+	status := func(op *operator) int {
+		return len(op.writes.requests(http.MethodPatch, "/openmedmodels/moved/status"))
+	}
+	statusA, statusB := status(a), status(b)
+	setPodStatus(t, ns, pods["moved"], func(p *corev1.Pod) {
+		c := &p.Status.ContainerStatuses[0]
+		c.RestartCount = 1
+		c.LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled",
+			StartedAt: c.State.Running.StartedAt, FinishedAt: metav1.Now()}
+	})
+	// The model's first version: nothing retained to roll back to.
+	waitFor(t, ns, "moved", v1alpha1.PhaseFailed, v1alpha1.RolloutFailedReason)
+	if msgs := recordedEvents(t, ns, "moved", v1alpha1.RolloutFailedReason, 1); len(msgs) != 1 || !strings.Contains(msgs[0], rollout.BakeOOMKilled) {
+		t.Errorf("RolloutFailed events %q, want one naming %s", msgs, rollout.BakeOOMKilled)
+	}
+	if status(a) != statusA || status(b) == statusB {
+		t.Errorf("status writes of the moved model after the kill: shard a %d, main shard %d; want the main shard's only",
+			status(a)-statusA, status(b)-statusB)
+	}
+	if m := getModel(t, ns, "stays"); m.Status.BakeStartedAt == nil {
+		t.Errorf("the main shard's own model stopped baking: %s %v", m.Status.Phase, m.Status.Conditions)
+	}
+}
+
+// createTemplatePod creates a pod of the Deployment d as its ReplicaSet
+// would (the template's labels and annotations, a pod-template-hash, the
+// ReplicaSet as controller), Running and Ready; it returns its name.
+func createTemplatePod(t *testing.T, d *appsv1.Deployment) string {
+	t.Helper()
+	hash := strings.TrimPrefix(d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation], "sha256:")[:10]
+	l := maps.Clone(d.Spec.Template.Labels)
+	l[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash + "-a", Labels: l,
+			Annotations: maps.Clone(d.Spec.Template.Annotations),
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
+				Name: d.Name + "-" + hash, UID: types.UID("rs-" + hash), Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: container, Image: "openmed:2.2.0"}}},
+	}
+	if err := env.Client.Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	setPodStatus(t, d.Namespace, p.Name, func(p *corev1.Pod) {
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}}
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: container, Image: "openmed:2.2.0", Ready: true, Started: ptr.To(true),
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+	})
+	return p.Name
+}
+
+// setPodStatus plays the kubelet for the pod name.
+func setPodStatus(t *testing.T, ns, name string, mutate func(*corev1.Pod)) {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
+		t.Fatal(err)
+	}
+	mutate(p)
+	if err := env.Client.Status().Update(context.Background(), p); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -49,6 +49,14 @@ type Observed struct {
 	// ends only on pods read so (Plan.ReadPods).
 	PodsRead bool
 
+	// PodsHidden says the pod store cannot see the target's pods: its pod
+	// template does not carry the shard labels of this shard (the model
+	// moved here from another shard, or its pods predate the operator
+	// carrying them; see Options.ShardLabels). A bake then judges pods
+	// read from the API server in every pass (Plan.ReadPods), and looks
+	// again every HiddenPodsRecheck: no pod event wakes it.
+	PodsHidden bool
+
 	// PendingPods are the pods of the target that carry this resource's
 	// owner annotation and have no node yet (spec.nodeName empty, phase
 	// Pending), as the operator's pending-pod store keeps them: the owner
@@ -222,6 +230,7 @@ type Plan struct {
 	// the API server (PodsRead false): read the pods of the version from
 	// the API server and decide again with them. The plan itself keeps the
 	// version baking; a pass that does not read never makes it Ready.
+	// With Observed.PodsHidden every pass of a bake reads them.
 	ReadPods bool
 
 	// RemoveFinalizer is true when deletion has finished its work.

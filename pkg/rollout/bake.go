@@ -56,6 +56,10 @@ import (
 // before the bake fails: a readiness probe that fails once is no failure.
 const BakeUnreadyGrace = 10 * time.Second
 
+// HiddenPodsRecheck is how often a bake whose pods the pod store cannot
+// see (Observed.PodsHidden) reads them again.
+const HiddenPodsRecheck = 10 * time.Second
+
 // Bake failures, by what the pods showed. They name the reason of the
 // RolloutFailed event and the label of openmed_bake_failures_total.
 const (
@@ -101,6 +105,13 @@ func (d *decider) baking() bool {
 // a pod's grace. It ends only on pods read from the API server in the pass
 // (Observed.PodsRead); otherwise the plan asks for that read (ReadPods).
 func (d *decider) bake(complete bool) {
+	if d.obs.PodsHidden {
+		if !d.obs.PodsRead {
+			d.plan.ReadPods = true
+			return
+		}
+		d.requeueWithin(HiddenPodsRecheck)
+	}
 	started := d.baking()
 	start := d.now.Time
 	if started {
@@ -275,6 +286,21 @@ func BakePodSelector(targetPods labels.Selector, pods []corev1.Pod, target, mani
 		targetPods = labels.NewSelector()
 	}
 	return targetPods.Add(*bake, *hash)
+}
+
+// TargetBakePodSelector selects the pods a pass reads from the API server
+// when the pod store cannot see the target's pods (Observed.PodsHidden):
+// those targetPods (the target's spec.selector; nil: not known) selects
+// that carry the bake label.
+func TargetBakePodSelector(targetPods labels.Selector) labels.Selector {
+	bake, err := labels.NewRequirement(v1alpha1.BakeLabel, selection.Equals, []string{"true"})
+	if err != nil {
+		return nil
+	}
+	if targetPods == nil {
+		targetPods = labels.NewSelector()
+	}
+	return targetPods.Add(*bake)
 }
 
 // retried reports whether a termination that finished at finished is from

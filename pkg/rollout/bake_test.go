@@ -230,6 +230,64 @@ func TestBake(t *testing.T) {
 		}
 	})
 
+	// A model that moved to another shard mid-bake: its pods carry the
+	// old shard's label, and the new shard's pod store does not hold
+	// them. Every pass of the bake reads them from the API server and
+	// looks again on a timer (no pod event wakes it); it fails and ends
+	// the bake as on the store's pods.
+	t.Run("pods the store cannot see are read in every pass of the bake", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		hidden := func() Observed {
+			obs := c.observed()
+			obs.Pods, obs.PodsRead, obs.PodsHidden = nil, false, true
+			return obs
+		}
+		c.refresh()
+		p := decideWith(t, c.obj, hidden(), c.opts)
+		if !p.ReadPods {
+			t.Fatalf("a pass on hidden pods does not read them: %s %v", p.Status.Phase, condSummary(p.Status))
+		}
+		target, err := metav1.LabelSelectorAsSelector(c.dep().Spec.Selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var read corev1.PodList
+		if err := env.Client.List(context.Background(), &read, client.InNamespace(c.ns), client.MatchingLabelsSelector{Selector: TargetBakePodSelector(target)}); err != nil {
+			t.Fatal(err)
+		}
+		if len(read.Items) != len(pods) {
+			t.Fatalf("selector %s read %d pods, want the version's %d", TargetBakePodSelector(target), len(read.Items), len(pods))
+		}
+		obs := hidden()
+		obs.Pods, obs.PodsRead = read.Items, true
+		p = decideWith(t, c.obj, obs, c.opts)
+		if p.ReadPods || p.Status.BakeStartedAt == nil || !conditionIs(&p.Status, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.BakingReason) {
+			t.Fatalf("the bake on pods read: read pods %v, %s %v", p.ReadPods, p.Status.Phase, condSummary(p.Status))
+		}
+		if p.Timer <= 0 || p.Timer > HiddenPodsRecheck {
+			t.Errorf("timer %v, want a look again within %v", p.Timer, HiddenPodsRecheck)
+		}
+		// The same pods, as the store of an unsharded operator sees
+		// them: the timer is the end of the bake.
+		obs.PodsHidden = false
+		if q := decideWith(t, c.obj, obs, c.opts); q.Timer <= HiddenPodsRecheck {
+			t.Errorf("timer %v with the pods in the store, want the end of the bake", q.Timer)
+		}
+		// A restart read so fails the bake.
+		c.writeStatus(p.Status)
+		c.now = c.now.Add(5 * time.Second)
+		c.restart(pods[0], "OOMKilled", c.now.Add(-time.Second))
+		c.refresh()
+		if err := env.Client.List(context.Background(), &read, client.InNamespace(c.ns), client.MatchingLabelsSelector{Selector: TargetBakePodSelector(target)}); err != nil {
+			t.Fatal(err)
+		}
+		obs = hidden()
+		obs.Pods, obs.PodsRead = read.Items, true
+		if p := decideWith(t, c.obj, obs, c.opts); p.BakeFailure != BakeOOMKilled || p.Status.Phase != v1alpha1.PhaseRolledBack {
+			t.Fatalf("a restart on hidden pods: failure %q, %s", p.BakeFailure, p.Status.Phase)
+		}
+	})
+
 	for _, tc := range []struct{ termination, reason string }{
 		{"Error", BakeContainerRestarted},
 		{"OOMKilled", BakeOOMKilled},

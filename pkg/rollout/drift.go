@@ -232,8 +232,11 @@ func pointedConfigMap(d *appsv1.Deployment, container string) string {
 // presence, which a manager that only created the entry keeps owning.
 func valueSetters(entries []metav1.ManagedFieldsEntry, path fieldpath.Path) map[string]bool {
 	setters := map[string]bool{}
+	mark := fieldMark(path)
 	for _, e := range entries {
-		if e.FieldsV1 == nil {
+		if e.FieldsV1 == nil || (mark != nil && !bytes.Contains(e.FieldsV1.Raw, mark)) {
+			// An entry that does not name the field sets nothing at it:
+			// not parsed.
 			continue
 		}
 		set := &fieldpath.Set{}
@@ -246,6 +249,22 @@ func valueSetters(entries []metav1.ManagedFieldsEntry, path fieldpath.Path) map[
 		}
 	}
 	return setters
+}
+
+// fieldMark is how a managedFields entry's JSON names the last element of
+// path when it is a field of plain characters (a label or annotation key,
+// a field name): "f:<name>". Nil for anything else (a list item's key).
+func fieldMark(path fieldpath.Path) []byte {
+	if len(path) == 0 || path[len(path)-1].FieldName == nil {
+		return nil
+	}
+	name := *path[len(path)-1].FieldName
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '/' || c == '-' || c == '_') {
+			return nil
+		}
+	}
+	return []byte(`"f:` + name + `"`)
 }
 
 // others names the setters but self, sorted.

@@ -30,6 +30,10 @@ type pointer struct {
 	shard   map[string]string
 	unset   []string
 	manager string
+	// templateShard holds the shard labels the pod template carries after
+	// the apply (see withLive): the pods get them, so a shard's pod store
+	// selects its own models' pods.
+	templateShard map[string]string
 }
 
 // newPointer is the intent for spec, owned by owner (the OwnerKey), pointing
@@ -50,14 +54,68 @@ func newPointer(spec v1alpha1.NormalizedSpec, owner string) pointer {
 // pods by itself; one the apply changes anyway gets the label exactly when
 // the spec bakes.
 func (p pointer) withLive(live *appsv1.Deployment, bakes bool) pointer {
-	if bakes {
+	switch {
+	case bakes:
 		p.bakeLabel = true
-		return p
-	}
-	if live != nil && live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == p.manifestHash {
+	case live != nil && live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == p.manifestHash:
 		_, p.bakeLabel = live.Spec.Template.Labels[v1alpha1.BakeLabel]
 	}
+	return p.withTemplateShard(live)
+}
+
+// withTemplateShard settles the shard labels of the pod template (in a
+// shard: Options.ShardLabels). The pods carry them, so a shard's pod store
+// selects by them the pods of its own models and no others. A label of the
+// template rolls the pods when it changes, so the template gets the model's
+// shard labels only when the apply changes the template anyway (another
+// version, a rollback, drift put back, the bake label put on); otherwise
+// it keeps the values it has, and a model that moves to another shard
+// rolls nothing: its pods keep the old shard's value until its next
+// version (the new shard reads them from the API server while it bakes,
+// Observed.PodsHidden). A label another field manager set on the template
+// (a chart's common labels) keeps its value: the operator never takes a
+// template label over.
+func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
+	keys := p.shardKeys()
+	if len(keys) == 0 {
+		return p
+	}
+	p.templateShard = nil // not sent: templateChanged then asks about the other fields only
+	rolls := live == nil || p.templateChanged(live)
+	out := map[string]string{}
+	for _, k := range keys {
+		have, ok := "", false
+		if live != nil {
+			have, ok = live.Spec.Template.Labels[k]
+		}
+		want, wanted := p.shard[k]
+		switch {
+		case ok && !rolls, ok && rolls && p.foreignTemplateLabel(live, k):
+			// Kept as it is: sent when the operator set it (not sending
+			// it would remove it), left to its owner otherwise.
+			if valueSetters(live.ManagedFields, templateLabelPath(k))[p.manager] {
+				out[k] = have
+			}
+		case rolls && wanted:
+			out[k] = want
+		}
+	}
+	p.templateShard = out
 	return p
+}
+
+// foreignTemplateLabel reports whether another field manager set the
+// template label key.
+func (p pointer) foreignTemplateLabel(live *appsv1.Deployment, key string) bool {
+	return len(others(valueSetters(live.ManagedFields, templateLabelPath(key)), p.manager)) > 0
+}
+
+// shardKeys are the shard label keys, the model's and those it lacks,
+// sorted.
+func (p pointer) shardKeys() []string {
+	keys := append(shardKeys(p.shard), p.unset...)
+	sort.Strings(keys)
+	return keys
 }
 
 // ownedField is one Deployment field the operator owns (contract §4). The
@@ -273,7 +331,40 @@ func buildOwnedFields(p pointer) []ownedField {
 	for _, k := range p.unset {
 		fields = append(fields, unsetLabelField(k))
 	}
+	for _, k := range p.shardKeys() {
+		fields = append(fields, templateLabelField(k))
+	}
 	return fields
+}
+
+// templateLabelField is a shard label of the pod template, sent with the
+// value withTemplateShard settled (none: not sent). It is bookkeeping:
+// never drift to report, and it holds whenever the apply leaves the rest of
+// the template as it is (withTemplateShard keeps the live value then).
+func templateLabelField(key string) ownedField {
+	path := templateLabelPath(key)
+	return ownedField{
+		name:        "spec.template.metadata.labels[" + key + "]",
+		path:        path,
+		template:    true,
+		bookkeeping: true,
+		value: func(p pointer) (any, bool) {
+			v, ok := p.templateShard[key]
+			return v, ok
+		},
+		holds: func(p pointer, d *appsv1.Deployment) bool {
+			v, ok := p.templateShard[key]
+			return !ok || d.Spec.Template.Labels[key] == v
+		},
+		present: func(_ pointer, d *appsv1.Deployment) bool {
+			_, ok := d.Spec.Template.Labels[key]
+			return ok
+		},
+	}
+}
+
+func templateLabelPath(key string) fieldpath.Path {
+	return annotationPath("spec", "template", "metadata", "labels", key)
 }
 
 // labelField is a bookkeeping label of the Deployment's metadata that the

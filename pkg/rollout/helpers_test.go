@@ -112,7 +112,9 @@ func fluxFailure(obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) err
 }
 
 func deepCopyObserved(o Observed) Observed {
-	out := Observed{Now: o.Now, PodsRead: o.PodsRead}
+	// Every field as it is, then a copy of what it points to.
+	out := o
+	out.Deployment, out.PreviousTargets, out.ConfigMaps, out.Pods, out.PendingPods, out.Failure = nil, nil, nil, nil, nil, nil
 	if o.Deployment != nil {
 		out.Deployment = o.Deployment.DeepCopy()
 	}

@@ -94,6 +94,76 @@ func TestBookkeepingLabels(t *testing.T) {
 		}
 	})
 
+	// The pods carry the model's shard labels, so that a shard's pod
+	// store selects its own models' pods: the template gets them only
+	// with an apply that rolls the pods anyway.
+	t.Run("the pod template carries the shard label from the apply that rolls it", func(t *testing.T) {
+		c := newCluster(t)
+		c.opts.ShardLabels = []string{shardKey}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels = map[string]string{shardKey: "a"} })
+		c.readyAt(v1)
+		if got := c.dep().Spec.Template.Labels[shardKey]; got != "a" {
+			t.Fatalf("template shard label %q after the first rollout, want a", got)
+		}
+		// A move changes the Deployment's labels, not its template.
+		gen := c.dep().Generation
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels[shardKey] = "b" })
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || (p.ApplyDeployment != nil && !p.LabelsOnly) {
+			t.Fatalf("the move: phase %s, a template apply %v", p.Status.Phase, p.ApplyDeployment != nil && !p.LabelsOnly)
+		}
+		if d := c.dep(); d.Generation != gen || d.Spec.Template.Labels[shardKey] != "a" || d.Labels[shardKey] != "b" {
+			t.Fatalf("after the move: generation %d -> %d, template label %q (want a), label %q (want b)",
+				gen, d.Generation, d.Spec.Template.Labels[shardKey], d.Labels[shardKey])
+		}
+		if p := c.pass(); p.ApplyDeployment != nil {
+			t.Error("the pass after the move applies again")
+		}
+		// The next version's template carries the new shard's value.
+		c.setVersion(v2)
+		c.pass()
+		if got := c.dep().Spec.Template.Labels[shardKey]; got != "b" {
+			t.Errorf("template shard label %q in v2's rollout, want b", got)
+		}
+		c.markReady()
+		c.pass()
+		// Moved to the main shard: the template keeps b until the next
+		// version, which goes without it.
+		c.editModel(func(m *v1alpha1.OpenMedModel) { delete(m.Labels, shardKey) })
+		gen = c.dep().Generation
+		c.pass()
+		if d := c.dep(); d.Generation != gen || d.Spec.Template.Labels[shardKey] != "b" {
+			t.Fatalf("moved to the main shard: generation %d -> %d, template label %q (want b)", gen, d.Generation, d.Spec.Template.Labels[shardKey])
+		}
+		c.setVersion(v1)
+		c.pass()
+		if v, ok := c.dep().Spec.Template.Labels[shardKey]; ok {
+			t.Errorf("template shard label %q stayed in the rollout of a model without one", v)
+		}
+		if p := c.pass(); len(p.Drift) != 0 || len(p.Status.Corrections) != 0 {
+			t.Errorf("drift %v, corrections %v", p.Drift, p.Status.Corrections)
+		}
+	})
+
+	t.Run("a shard label another manager set on the template stays theirs", func(t *testing.T) {
+		c := newCluster(t)
+		c.opts.ShardLabels = []string{shardKey}
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels = map[string]string{shardKey: "a"} })
+		c.readyAt(v1)
+		// A chart's common labels, on the pod template (the pods roll:
+		// the chart's doing).
+		c.editDeployment("helm", func(d *appsv1.Deployment) { d.Spec.Template.Labels[shardKey] = "x" })
+		c.pass()
+		c.setVersion(v2)
+		c.pass()
+		d := c.dep()
+		if got := d.Spec.Template.Labels[shardKey]; got != "x" {
+			t.Errorf("template shard label %q after the operator's rollout, want the chart's x", got)
+		}
+		if valueSetters(d.ManagedFields, templateLabelPath(shardKey))[DefaultFieldManager] {
+			t.Error("the operator took the chart's template label over")
+		}
+	})
+
 	t.Run("a rolled-back model gets the label back without reopening the rollback", func(t *testing.T) {
 		c := newCluster(t)
 		c.readyAt(v1)
