@@ -54,7 +54,9 @@ import (
 // what it writes (v1alpha1.ClaimedLabel on a Deployment's metadata, the
 // managed-by label on a ConfigMap) and by the shard's requirements (the model's
 // shard labels go with them): a Deployment no model of the shard targets
-// is not held at all. The reconciler reads a target its store does not
+// is not held at all. The pods of baking versions are selected by the bake
+// label and the shard's requirements, which the pod template carries from
+// the apply that rolled it (bakePodSelector). The reconciler reads a target its store does not
 // hold (not claimed yet, or claimed before the label existed) from the API
 // server.
 //

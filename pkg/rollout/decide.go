@@ -55,10 +55,12 @@ type Options struct {
 	DefaultServiceAccount string
 	// ShardLabels are the label keys a shard's --watch-label-selector
 	// selects OpenMedModels by. The model's values of them are carried onto
-	// the metadata of the Deployment and the manifest ConfigMaps it writes
-	// (never onto the pod template), so the shard's caches can select those
-	// by the same selector; a key the model lacks is not sent, and the
-	// value the operator set for an earlier shard goes.
+	// the metadata of the Deployment and the manifest ConfigMaps it writes,
+	// so the shard's caches can select those by the same selector; a key
+	// the model lacks is not sent, and the value the operator set for an
+	// earlier shard goes. The pod template gets them too, so that the
+	// pods carry them, but only with an apply that changes the template
+	// anyway: a move between shards rolls no pod (see withTemplateShard).
 	ShardLabels []string
 }
 

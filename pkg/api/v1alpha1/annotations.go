@@ -21,7 +21,9 @@ const (
 
 	// BakeLabel is on the target's pod template (value "true") while the
 	// model's spec bakes its versions (spec.rolloutStrategy.bakeSeconds): the
-	// operator watches the pods that carry it, and no others.
+	// operator watches the pods that carry it, and no others (in a shard,
+	// those that also carry the shard's labels, which the template carries
+	// from the apply that rolled it).
 	BakeLabel = "openmed.ai/bake"
 
 	// ClaimedLabel is on the metadata of every Deployment the operator
