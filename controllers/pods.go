@@ -372,9 +372,10 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 		if ns, name, ok := strings.Cut(p.ownerKey(), "/"); ok && ns == p.GetNamespace() {
 			model := types.NamespacedName{Namespace: ns, Name: name}
 			if s.models != nil && !s.models(model) {
-				// Another shard's model: its pods are selected by what
-				// they carry (the bake label, no node), which says
-				// nothing of the shard.
+				// Another shard's model: the pending pods are selected
+				// by what they carry (no node), which says nothing of
+				// the shard, and a baking pod keeps the shard label of
+				// the template that made it after its model moved away.
 				return
 			}
 			q.Add(reconcile.Request{NamespacedName: model})

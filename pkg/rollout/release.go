@@ -31,8 +31,9 @@ func ownedByOperator(dep *appsv1.Deployment, fieldManager string) *fieldpath.Set
 // strategy, progress deadline) that the operator's apply entry owns: once
 // the operator drops its managedFields entry they stay as they are, where an
 // empty apply would let the API server reset them to defaults
-// (ssa-facts.md). The env entry and the pod template's annotations are left
-// out, so the apply removes them (the pods roll once). The Deployment's
+// (ssa-facts.md). The env entry and the pod template's annotations and
+// labels (the bake label, the shard labels) are left out, so the apply
+// removes them (the pods roll once). The Deployment's
 // owner annotation stays in Keep: it is the record of the claim until the
 // release's last request removes it together with the managedFields entry,
 // so a release interrupted after its first request is still this
