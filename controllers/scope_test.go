@@ -171,13 +171,7 @@ func equalTemplates(a, b *appsv1.Deployment) bool {
 func TestShardsSplitTheTargets(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	shardA := labels.SelectorFromSet(labels.Set{shardKey: "a"})
-	main, err := labels.Parse("!" + shardKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := startOperatorShard(t, ns, "", shardA)
-	b := startOperatorShard(t, ns, "", main)
+	a, b := startTwoShards(t, ns)
 	createDeployment(t, chartDeployment(ns, "moved", 2))
 	createDeployment(t, chartDeployment(ns, "stays", 2))
 	moved := newModel(ns, "moved", "OpenMed/v1")
@@ -284,13 +278,7 @@ func TestShardsSplitTheTargets(t *testing.T) {
 // (the model's first version, so Failed).
 func TestShardsSplitTheBakingPods(t *testing.T) {
 	ns := newNamespace(t)
-	shardA := labels.SelectorFromSet(labels.Set{shardKey: "a"})
-	main, err := labels.Parse("!" + shardKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := startOperatorShard(t, ns, "", shardA)
-	b := startOperatorShard(t, ns, "", main)
+	a, b := startTwoShards(t, ns)
 	pods := map[string]string{}
 	for _, name := range []string{"moved", "stays"} {
 		createDeployment(t, chartDeployment(ns, name, 1))
@@ -374,6 +362,17 @@ func TestShardsSplitTheBakingPods(t *testing.T) {
 	if m := getModel(t, ns, "stays"); m.Status.BakeStartedAt == nil {
 		t.Errorf("the main shard's own model stopped baking: %s %v", m.Status.Phase, m.Status.Conditions)
 	}
+}
+
+// startTwoShards starts, Flux-style, shard a (sharding.fluxcd.io/key=a)
+// and the main shard (the models without the key) in namespace ns.
+func startTwoShards(t *testing.T, ns string) (a, main *operator) {
+	t.Helper()
+	unlabelled, err := labels.Parse("!" + shardKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return startOperatorShard(t, ns, "", labels.SelectorFromSet(labels.Set{shardKey: "a"})), startOperatorShard(t, ns, "", unlabelled)
 }
 
 // createTemplatePod creates a pod of the Deployment d as its ReplicaSet
