@@ -660,10 +660,12 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) error {
 	var pods []corev1.Pod
 	target := p.observed.Deployment
-	sel := rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Name, p.plan.Status.ManifestHash)
+	var sel labels.Selector
 	if p.observed.PodsHidden {
 		// The store holds none of them: all the target's pods that bake.
 		sel = rollout.TargetBakePodSelector(r.targetSelector(target))
+	} else {
+		sel = rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Name, p.plan.Status.ManifestHash)
 	}
 	if sel != nil {
 		list := &corev1.PodList{}

@@ -274,18 +274,14 @@ func BakePodSelector(targetPods labels.Selector, pods []corev1.Pod, target, mani
 		return nil
 	}
 	slices.Sort(hashes)
-	bake, err := labels.NewRequirement(v1alpha1.BakeLabel, selection.Equals, []string{"true"})
-	if err != nil {
-		return nil
-	}
 	hash, err := labels.NewRequirement(appsv1.DefaultDeploymentUniqueLabelKey, selection.In, slices.Compact(hashes))
 	if err != nil {
 		return nil
 	}
-	if targetPods == nil {
-		targetPods = labels.NewSelector()
+	if sel := TargetBakePodSelector(targetPods); sel != nil {
+		return sel.Add(*hash)
 	}
-	return targetPods.Add(*bake, *hash)
+	return nil
 }
 
 // TargetBakePodSelector selects the pods a pass reads from the API server

@@ -88,12 +88,17 @@ func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 		if live != nil {
 			have, ok = live.Spec.Template.Labels[k]
 		}
+		var setters map[string]bool
+		if ok {
+			setters = valueSetters(live.ManagedFields, templateLabelPath(k))
+		}
 		want, wanted := p.shard[k]
 		switch {
-		case ok && !rolls, ok && rolls && p.foreignTemplateLabel(live, k):
-			// Kept as it is: sent when the operator set it (not sending
+		case ok && (!rolls || len(others(setters, p.manager)) > 0):
+			// Kept as it is (the apply does not roll the pods, or another
+			// manager set it): sent when the operator set it (not sending
 			// it would remove it), left to its owner otherwise.
-			if valueSetters(live.ManagedFields, templateLabelPath(k))[p.manager] {
+			if setters[p.manager] {
 				out[k] = have
 			}
 		case rolls && wanted:
@@ -102,12 +107,6 @@ func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 	}
 	p.templateShard = out
 	return p
-}
-
-// foreignTemplateLabel reports whether another field manager set the
-// template label key.
-func (p pointer) foreignTemplateLabel(live *appsv1.Deployment, key string) bool {
-	return len(others(valueSetters(live.ManagedFields, templateLabelPath(key)), p.manager)) > 0
 }
 
 // shardKeys are the shard label keys, the model's and those it lacks,
