@@ -117,7 +117,7 @@ func PruneServiceAccount(obj any) (any, error) {
 // fields the decision core reads. Anything but a *appsv1.Deployment is
 // returned as it is.
 func PruneDeployment(obj any) (any, error) {
-	k, err := keepDeployment(obj, nil)
+	k, err := keepDeployment(obj, nil, rollout.DefaultFieldManager)
 	if kept, ok := k.(*keptDeployment); ok {
 		return kept.deployment(), nil
 	}
@@ -125,21 +125,26 @@ func PruneDeployment(obj any) (any, error) {
 }
 
 // pruneDeployment returns what the Deployment store keeps of d, shard
-// being the shard label keys kept beside the operator's labels.
-func pruneDeployment(d *appsv1.Deployment, shard []string) *appsv1.Deployment {
+// being the shard label keys kept beside the operator's labels and manager
+// the operator's field manager: the pod template keeps, besides, the
+// labels manager set under keys no longer among shard (an earlier sharding
+// configuration's, which rollout re-sends until an apply that rolls the
+// pods anyway).
+func pruneDeployment(d *appsv1.Deployment, shard []string, manager string) *appsv1.Deployment {
 	out := &appsv1.Deployment{TypeMeta: deploymentTypeMeta}
 	out.Namespace, out.Name, out.UID = intern(d.Namespace), d.Name, d.UID
 	out.ResourceVersion, out.Generation = d.ResourceVersion, d.Generation
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
 	out.Annotations = operatorKeys(d.Annotations)
 	out.Labels = withShardLabels(operatorKeys(d.Labels), d.Labels, shard)
-	out.ManagedFields = pruneManagedFields(d.ManagedFields, shard)
+	out.ManagedFields = pruneManagedFields(d.ManagedFields, shard, manager)
 	out.Spec.Replicas = d.Spec.Replicas
 	out.Spec.Paused = d.Spec.Paused
 	out.Spec.ProgressDeadlineSeconds = d.Spec.ProgressDeadlineSeconds
 	out.Spec.Strategy = d.Spec.Strategy
 	out.Spec.Template.Annotations = operatorKeys(d.Spec.Template.Annotations)
 	out.Spec.Template.Labels = withShardLabels(operatorKeys(d.Spec.Template.Labels), d.Spec.Template.Labels, shard)
+	out.Spec.Template.Labels = withLabelsOf(out.Spec.Template.Labels, d.Spec.Template.Labels, out.ManagedFields, manager)
 	if n := len(d.Spec.Template.Spec.Containers); n > 0 {
 		out.Spec.Template.Spec.Containers = make([]corev1.Container, n)
 		for i, c := range d.Spec.Template.Spec.Containers {
@@ -341,6 +346,50 @@ func sharedLabels(labels map[string]string, keys []string) map[string]string {
 	return kept.(map[string]string)
 }
 
+// withLabelsOf adds to kept the labels of labels that the pruned
+// managedFields entries of manager name (the pod template's labels the
+// operator set under a shard label key it no longer has, see
+// pruneManagedFields), their values stored once. A key that only looks
+// like one there (a label named as a field the entry also owns) is kept
+// too: the decision core tells them apart by parsing the entry.
+func withLabelsOf(kept, labels map[string]string, entries []metav1.ManagedFieldsEntry, manager string) map[string]string {
+	if manager == "" {
+		return kept
+	}
+	for k, v := range labels {
+		if _, ok := kept[k]; ok {
+			continue
+		}
+		for _, e := range entries {
+			if e.Manager == manager && e.FieldsV1 != nil && namesField(e.FieldsV1.Raw, k) {
+				if kept == nil {
+					kept = map[string]string{}
+				}
+				kept[intern(k)] = intern(v)
+				break
+			}
+		}
+	}
+	return kept
+}
+
+// namesField reports whether a field set's JSON names the field name
+// ("f:<name>").
+func namesField(raw []byte, name string) bool {
+	for i := 0; ; {
+		j := bytes.Index(raw[i:], []byte(name))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		end := at + len(name)
+		if at >= 3 && string(raw[at-3:at]) == `"f:` && end < len(raw) && raw[end] == '"' {
+			return true
+		}
+		i = at + 1
+	}
+}
+
 // pruneManagedFields keeps, of each managedFields entry, the fields drift
 // attribution and the release read: the operator's annotations, replicas,
 // strategy, progress deadline, the pod template's operator annotations and
@@ -350,8 +399,10 @@ func sharedLabels(labels map[string]string, keys []string) map[string]string {
 // left with no such field is kept with an empty field set, so the cache
 // still shows every manager that has one (the operator's own entry is what
 // tells a finished release from an interrupted one). The time of an apply
-// entry is kept, of the others dropped.
-func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []metav1.ManagedFieldsEntry {
+// entry is kept, of the others dropped. The entries of manager (the
+// operator's field manager) keep every label of the pod template: those
+// it set under a shard label key it no longer has are its to keep.
+func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string, manager string) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
 		if e.Subresource == "status" || e.FieldsV1 == nil {
@@ -364,7 +415,8 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 			// that is not its rollout's).
 			e.Time = nil
 		}
-		if raw, ok := prunedSets.get(shard, e.FieldsV1.Raw); ok {
+		own := manager != "" && e.Manager == manager
+		if raw, ok := prunedSets.get(shard, own, e.FieldsV1.Raw); ok {
 			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
 			out = append(out, e)
 			continue
@@ -376,12 +428,12 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 		}
 		kept := fieldpath.NewSet()
 		set.Iterate(func(p fieldpath.Path) {
-			if attributes(p, shard) {
+			if attributes(p, shard, own) {
 				kept.Insert(p)
 			}
 		})
 		if kept.Empty() {
-			prunedSets.put(shard, e.FieldsV1.Raw, emptyFields)
+			prunedSets.put(shard, own, e.FieldsV1.Raw, emptyFields)
 			e.FieldsV1 = &metav1.FieldsV1{Raw: emptyFields}
 			out = append(out, e)
 			continue
@@ -394,7 +446,7 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []m
 		// ToJSON's buffer has room to grow (up to twice the bytes): the
 		// cache keeps an exact copy.
 		raw = bytes.Clone(raw)
-		prunedSets.put(shard, e.FieldsV1.Raw, raw)
+		prunedSets.put(shard, own, e.FieldsV1.Raw, raw)
 		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
 		out = append(out, e)
 	}
@@ -415,22 +467,22 @@ const maxPrunedSetBytes = 1 << 20
 
 type prunedSetMemo struct {
 	mu sync.Mutex
-	// byShard holds, per shard label keys (joined by NUL), the pruned set
-	// of each set's JSON.
+	// byShard holds, per shard label keys (joined by NUL, then SOH for
+	// the operator's own entries), the pruned set of each set's JSON.
 	byShard map[string]map[string][]byte
 	bytes   int
 }
 
-func (m *prunedSetMemo) get(shard []string, raw []byte) ([]byte, bool) {
-	key := strings.Join(shard, "\x00")
+func (m *prunedSetMemo) get(shard []string, own bool, raw []byte) ([]byte, bool) {
+	key := memoKey(shard, own)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pruned, ok := m.byShard[key][string(raw)]
 	return pruned, ok
 }
 
-func (m *prunedSetMemo) put(shard []string, raw, pruned []byte) {
-	key := strings.Join(shard, "\x00")
+func (m *prunedSetMemo) put(shard []string, own bool, raw, pruned []byte) {
+	key := memoKey(shard, own)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byShard == nil || m.bytes+len(raw)+len(pruned) > maxPrunedSetBytes {
@@ -443,13 +495,22 @@ func (m *prunedSetMemo) put(shard []string, raw, pruned []byte) {
 	m.bytes += len(raw) + len(pruned)
 }
 
+func memoKey(shard []string, own bool) string {
+	key := strings.Join(shard, "\x00")
+	if own {
+		key += "\x01"
+	}
+	return key
+}
+
 // emptyFields is the field set of an entry that owns nothing a decision
 // reads.
 var emptyFields = []byte("{}")
 
 // attributes reports whether a managedFields path is one a decision reads;
-// shard are the shard label keys.
-func attributes(p fieldpath.Path, shard []string) bool {
+// shard are the shard label keys, own whether the path is of the
+// operator's own entry (which keeps every label of the pod template).
+func attributes(p fieldpath.Path, shard []string, own bool) bool {
 	name := func(i int) string {
 		if i < len(p) && p[i].FieldName != nil {
 			return *p[i].FieldName
@@ -477,7 +538,7 @@ func attributes(p fieldpath.Path, shard []string) bool {
 		return true
 	case name(2) == "metadata":
 		return (name(3) == "annotations" || name(3) == "labels") && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/")) ||
-			(name(3) == "labels" && slices.Contains(shard, name(4)))
+			(name(3) == "labels" && (own || slices.Contains(shard, name(4))))
 	case name(2) != "spec" || name(3) != "containers":
 		return false
 	case len(p) < 7:

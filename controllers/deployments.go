@@ -167,13 +167,14 @@ func (k keptEnv) envVar() corev1.EnvVar {
 
 // keepDeployment is the Deployment store's transform: a *appsv1.Deployment
 // becomes the *keptDeployment of what pruneDeployment keeps (shard are the
-// shard label keys); anything else (a tombstone) is returned as it is.
-func keepDeployment(obj any, shard []string) (any, error) {
+// shard label keys, manager the operator's field manager); anything else (a
+// tombstone) is returned as it is.
+func keepDeployment(obj any, shard []string, manager string) (any, error) {
 	d, ok := obj.(*appsv1.Deployment)
 	if !ok {
 		return obj, nil
 	}
-	p := pruneDeployment(d, shard)
+	p := pruneDeployment(d, shard, manager)
 	k := &keptDeployment{
 		labels:              pairs(p.Labels),
 		annotations:         pairs(p.Annotations),
@@ -343,15 +344,16 @@ type deploymentStore struct {
 const deploymentStoreDescription = "claimed Deployments"
 
 // newDeploymentStore builds the store on a watching client: the
-// Deployments selector picks, pruned for the shard label keys shard. It
-// starts with the controller (Start) and stops with it.
-func newDeploymentStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string,
+// Deployments selector picks, pruned for the shard label keys shard and the
+// operator's field manager. It starts with the controller (Start) and stops
+// with it.
+func newDeploymentStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string, manager string,
 	requests func(context.Context, client.Object) []reconcile.Request) (*deploymentStore, error) {
 	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &appsv1.DeploymentList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &appsv1.Deployment{}, toolscache.SharedIndexInformerOptions{
 		ObjectDescription: deploymentStoreDescription,
 	})
-	if err := inf.SetTransform(func(obj any) (any, error) { return keepDeployment(obj, shard) }); err != nil {
+	if err := inf.SetTransform(func(obj any) (any, error) { return keepDeployment(obj, shard, manager) }); err != nil {
 		return nil, err
 	}
 	return &deploymentStore{informer: inf, requests: requests}, nil

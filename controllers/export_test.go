@@ -3,6 +3,8 @@ package controllers
 import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // HoldsDeployment reports whether the reconciler's Deployment store
@@ -26,8 +28,8 @@ func (r *OpenMedModelReconciler) HoldsConfigMap(key types.NamespacedName) bool {
 // compact, then rebuilt) and as pruning alone leaves it: the two must be
 // the same.
 func KeptAndPruned(d *appsv1.Deployment) (kept, pruned *appsv1.Deployment) {
-	k, _ := keepDeployment(d.DeepCopy(), nil)
-	return k.(*keptDeployment).deployment(), pruneDeployment(d.DeepCopy(), nil)
+	k, _ := keepDeployment(d.DeepCopy(), nil, rollout.DefaultFieldManager)
+	return k.(*keptDeployment).deployment(), pruneDeployment(d.DeepCopy(), nil, rollout.DefaultFieldManager)
 }
 
 // StopPodEvents removes the bake pod store's event handler: the store keeps

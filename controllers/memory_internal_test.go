@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/json"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // cachedObjects is how many objects of a kind TestCachedBytes holds at once:
@@ -64,7 +65,7 @@ func TestCachedBytes(t *testing.T) {
 			indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, fieldIndexName(targetIndexKey): indexModelsByTarget},
 			perModel: 1, budget: 2900, objects: 20},
 		{kind: "Deployment", file: "deployment.json", new: func() client.Object { return &appsv1.Deployment{} },
-			transform: func(obj any) (any, error) { return keepDeployment(obj, nil) }, perModel: 1, budget: 1900, objects: 18},
+			transform: func(obj any) (any, error) { return keepDeployment(obj, nil, rollout.DefaultFieldManager) }, perModel: 1, budget: 1900, objects: 18},
 		{kind: "ConfigMap", file: "configmap.json", new: func() client.Object { return &corev1.ConfigMap{} },
 			transform: func(obj any) (any, error) { return keepConfigMap(obj, nil) },
 			hold: func() func(any) {

@@ -214,7 +214,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		return fmt.Errorf("store client: %w", err)
 	}
 	// The claimed Deployments, in a store of their own (see deployments.go).
-	if r.deployments, err = newDeploymentStore(watcher, opts.Namespace, deployments, r.shardLabels, r.requestsForDeployment); err != nil {
+	if r.deployments, err = newDeploymentStore(watcher, opts.Namespace, deployments, r.shardLabels, r.FieldManager, r.requestsForDeployment); err != nil {
 		return fmt.Errorf("Deployment store: %w", err)
 	}
 	// The manifest ConfigMaps, in another (see configmaps.go), waking their

@@ -375,6 +375,85 @@ func startTwoShards(t *testing.T, ns string) (a, main *operator) {
 	return startOperatorShard(t, ns, "", labels.SelectorFromSet(labels.Set{shardKey: "a"})), startOperatorShard(t, ns, "", unlabelled)
 }
 
+// TestShardingReconfigurationRollsNoPod: an operator restarted without
+// sharding, or with another shard label key, keeps the label its earlier
+// configuration put on a Deployment's pod template: its store keeps it
+// (the operator's field manager set it), and an apply that does not roll
+// the pods anyway (here, new replicas) sends it again at its value, so the
+// template does not change. The next version's rollout, which rolls the
+// pods anyway, goes without it (and with the new key's value).
+func TestShardingReconfigurationRollsNoPod(t *testing.T) {
+	const newKey = "shard.example.com/key"
+	for _, tc := range []struct {
+		name string
+		// models is the new configuration's selector (nil: no sharding),
+		// labels the model's labels with it.
+		models labels.Selector
+		labels map[string]string
+		// template is the new key's value on the next version's template
+		// ("": none).
+		template string
+	}{
+		{name: "sharding turned off"},
+		{name: "the label key changed", models: labels.SelectorFromSet(labels.Set{newKey: "x"}), labels: map[string]string{newKey: "x"}, template: "x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			op := startOperatorShard(t, ns, "", labels.SelectorFromSet(labels.Set{shardKey: "a"}))
+			createDeployment(t, chartDeployment(ns, "svc", 2))
+			m := newModel(ns, "svc", "OpenMed/pii-v1")
+			m.Labels = map[string]string{shardKey: "a"}
+			createModel(t, m)
+			waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+			updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+			waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+			before := getDeployment(t, ns, "svc")
+			if before.Spec.Template.Labels[shardKey] != "a" {
+				t.Fatalf("template labels %v after the first rollout", before.Spec.Template.Labels)
+			}
+			op.stop()
+
+			op = startOperatorShard(t, ns, "", tc.models)
+			patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
+				m.Labels = tc.labels
+				m.Spec.Replicas = ptr.To[int32](3)
+			})
+			eventually(t, "the new replicas applied", func() (bool, string) {
+				d := getDeployment(t, ns, "svc")
+				return *d.Spec.Replicas == 3, fmt.Sprintf("replicas %d", *d.Spec.Replicas)
+			})
+			updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+			waitFor(t, ns, "svc", v1alpha1.PhaseReady)
+			after := getDeployment(t, ns, "svc")
+			if !equalTemplates(before, after) {
+				t.Fatalf("the pod template changed (the pods would roll): labels %v -> %v", before.Spec.Template.Labels, after.Spec.Template.Labels)
+			}
+			for k, v := range tc.labels {
+				if after.Labels[k] != v {
+					t.Errorf("label %s=%q on the Deployment, want %q", k, after.Labels[k], v)
+				}
+			}
+			if !op.reconciler.HoldsDeployment(types.NamespacedName{Namespace: ns, Name: "svc"}) {
+				t.Error("the restarted operator's store does not hold the Deployment")
+			}
+
+			// The next version rolls the pods anyway: the old key goes.
+			patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
+			eventually(t, "v2's template applied", func() (bool, string) {
+				d := getDeployment(t, ns, "svc")
+				_, old := d.Spec.Template.Labels[shardKey]
+				return !old && d.Spec.Template.Labels[newKey] == tc.template &&
+						d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != before.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation],
+					fmt.Sprintf("template labels %v", d.Spec.Template.Labels)
+			})
+			updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+			if got := waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason); len(got.Status.Corrections) != 0 {
+				t.Errorf("corrections %v", got.Status.Corrections)
+			}
+		})
+	}
+}
+
 // createTemplatePod creates a pod of the Deployment d as its ReplicaSet
 // would (the template's labels and annotations, a pod-template-hash, the
 // ReplicaSet as controller), Running and Ready; it returns its name.

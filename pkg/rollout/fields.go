@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,6 +31,11 @@ type pointer struct {
 	shard   map[string]string
 	unset   []string
 	manager string
+	// stale are the pod template's label keys that the operator's field
+	// manager set under a shard label key the operator no longer has (its
+	// selector's key changed, or sharding was turned off), sorted; see
+	// withTemplateShard.
+	stale []string
 	// templateShard holds the shard labels the pod template carries after
 	// the apply (see withLive): the pods get them, so a shard's pod store
 	// selects its own models' pods.
@@ -74,9 +80,14 @@ func (p pointer) withLive(live *appsv1.Deployment, bakes bool) pointer {
 // version (the new shard reads them from the API server while it bakes,
 // Observed.PodsHidden). A label another field manager set on the template
 // (a chart's common labels) keeps its value: the operator never takes a
-// template label over.
+// template label over. A template label the operator set under a key it no
+// longer shards by (the selector's key changed, or sharding was turned
+// off) is one of them too: kept at its value by an apply that does not
+// roll the pods (not sending it would remove it, and roll them), and left
+// out, so removed, by the next apply that rolls them anyway.
 func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
-	keys := p.shardKeys()
+	p.stale = staleTemplateLabels(live, p.shard, p.unset, p.manager)
+	keys := p.templateKeys()
 	if len(keys) == 0 {
 		return p
 	}
@@ -109,10 +120,39 @@ func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 	return p
 }
 
+// staleTemplateLabels returns, sorted, the label keys of live's pod template
+// that manager set and that are neither the operator's own (openmed.ai/)
+// nor a shard label key it has now (those of shard and unset): the shard
+// labels of an earlier sharding configuration.
+func staleTemplateLabels(live *appsv1.Deployment, shard map[string]string, unset []string, manager string) []string {
+	if live == nil || manager == "" {
+		return nil
+	}
+	var stale []string
+	for k := range live.Spec.Template.Labels {
+		if _, ok := shard[k]; ok || strings.HasPrefix(k, v1alpha1.GroupVersion.Group+"/") || slices.Contains(unset, k) {
+			continue
+		}
+		if valueSetters(live.ManagedFields, templateLabelPath(k))[manager] {
+			stale = append(stale, k)
+		}
+	}
+	sort.Strings(stale)
+	return stale
+}
+
 // shardKeys are the shard label keys, the model's and those it lacks,
 // sorted.
 func (p pointer) shardKeys() []string {
 	keys := append(shardKeys(p.shard), p.unset...)
+	sort.Strings(keys)
+	return keys
+}
+
+// templateKeys are the pod template's label keys withTemplateShard settles:
+// the shard label keys and the stale ones, sorted.
+func (p pointer) templateKeys() []string {
+	keys := append(p.shardKeys(), p.stale...)
 	sort.Strings(keys)
 	return keys
 }
@@ -171,13 +211,16 @@ func envPath(c string) fieldpath.Path {
 // must not change it.
 func ownedFields(p pointer) []ownedField {
 	key := fieldTableKey{container: p.spec.TargetRef.ContainerName}
-	if len(p.shard) > 0 || len(p.unset) > 0 {
+	if len(p.shard) > 0 || len(p.unset) > 0 || len(p.stale) > 0 {
 		var b strings.Builder
 		for _, k := range shardKeys(p.shard) {
 			b.WriteString(k + "=" + p.shard[k] + "\x00")
 		}
 		for _, k := range p.unset {
 			b.WriteString("\x00" + k)
+		}
+		for _, k := range p.stale {
+			b.WriteString("\x01" + k)
 		}
 		key.labels = b.String()
 	}
@@ -197,7 +240,8 @@ func ownedFields(p pointer) []ownedField {
 }
 
 // fieldTableKey is what an owned-field table depends on: the container and
-// the shard labels (keys and values, then the unset keys).
+// the shard labels (keys and values, then the unset keys, then the stale
+// template label keys).
 type fieldTableKey struct{ container, labels string }
 
 // fieldTables are the tables built so far; maxFieldTables bounds them (a
@@ -330,7 +374,7 @@ func buildOwnedFields(p pointer) []ownedField {
 	for _, k := range p.unset {
 		fields = append(fields, unsetLabelField(k))
 	}
-	for _, k := range p.shardKeys() {
+	for _, k := range p.templateKeys() {
 		fields = append(fields, templateLabelField(k))
 	}
 	return fields

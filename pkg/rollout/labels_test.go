@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -161,6 +163,76 @@ func TestBookkeepingLabels(t *testing.T) {
 		}
 		if valueSetters(d.ManagedFields, templateLabelPath(shardKey))[DefaultFieldManager] {
 			t.Error("the operator took the chart's template label over")
+		}
+	})
+
+	t.Run("a template label of an earlier sharding stays until an apply that rolls", func(t *testing.T) {
+		const newKey = "shard.example.com/key"
+		for _, tc := range []struct {
+			name string
+			// shardLabels is the new configuration's; model the labels
+			// the model gets with it.
+			shardLabels []string
+			model       map[string]string
+			// template is the new key's value the next version's
+			// template carries ("": none).
+			template string
+		}{
+			{name: "sharding turned off"},
+			{name: "the label key changed", shardLabels: []string{newKey}, model: map[string]string{newKey: "x"}, template: "x"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				c := newCluster(t)
+				c.opts.ShardLabels = []string{shardKey}
+				c.editModel(func(m *v1alpha1.OpenMedModel) { m.Labels = map[string]string{shardKey: "a"} })
+				c.readyAt(v1)
+				template := c.dep().Spec.Template
+				if template.Labels[shardKey] != "a" {
+					t.Fatalf("template labels %v after the first rollout", template.Labels)
+				}
+				// The operator restarts with the new configuration, and the
+				// model's replicas change: an apply that does not roll.
+				c.opts.ShardLabels = tc.shardLabels
+				gen := c.dep().Generation
+				c.editModel(func(m *v1alpha1.OpenMedModel) {
+					m.Labels = tc.model
+					m.Spec.Replicas = ptr.To[int32](3)
+				})
+				c.pass()
+				d := c.dep()
+				if d.Generation == gen || *d.Spec.Replicas != 3 {
+					t.Fatalf("replicas %d, generation %d -> %d: the change was not applied", *d.Spec.Replicas, gen, d.Generation)
+				}
+				if !equality.Semantic.DeepEqual(d.Spec.Template, template) {
+					t.Fatalf("the pod template changed (the pods roll): labels %v -> %v", template.Labels, d.Spec.Template.Labels)
+				}
+				if !valueSetters(d.ManagedFields, templateLabelPath(shardKey))[DefaultFieldManager] {
+					t.Error("the old key's template label is no longer the operator's")
+				}
+				for k, v := range tc.model {
+					if d.Labels[k] != v {
+						t.Errorf("label %s=%q on the Deployment, want %q", k, d.Labels[k], v)
+					}
+				}
+				if p := c.pass(); p.ApplyDeployment != nil || len(p.Drift) != 0 {
+					t.Errorf("the next pass applies %v, drift %v", p.ApplyDeployment != nil, p.Drift)
+				}
+				// The next version's apply rolls the pods anyway: the old
+				// key goes with it.
+				c.setVersion(v2)
+				c.pass()
+				d = c.dep()
+				if v, ok := d.Spec.Template.Labels[shardKey]; ok {
+					t.Errorf("the old key's template label %q stayed in v2's rollout", v)
+				}
+				if got := d.Spec.Template.Labels[newKey]; got != tc.template {
+					t.Errorf("template label %s=%q in v2's rollout, want %q", newKey, got, tc.template)
+				}
+				c.markReady()
+				if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || len(p.Drift) != 0 || len(p.Status.Corrections) != 0 {
+					t.Errorf("phase %s, drift %v, corrections %v", p.Status.Phase, p.Drift, p.Status.Corrections)
+				}
+			})
 		}
 	})
 
