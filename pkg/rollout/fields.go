@@ -82,9 +82,10 @@ func (p pointer) withLive(live *appsv1.Deployment, bakes bool) pointer {
 // (a chart's common labels) keeps its value: the operator never takes a
 // template label over. A template label the operator set under a key it no
 // longer shards by (the selector's key changed, or sharding was turned
-// off) is one of them too: kept at its value by an apply that does not
-// roll the pods (not sending it would remove it, and roll them), and left
-// out, so removed, by the next apply that rolls them anyway.
+// off) is kept at its value by an apply that does not roll the pods (not
+// sending it would remove it, and roll them), and left out by the next
+// apply that rolls them anyway (removed, unless another manager set it
+// too: then it stays theirs).
 func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 	p.stale = staleTemplateLabels(live, p.shard, p.unset, p.manager)
 	keys := p.templateKeys()
@@ -105,6 +106,14 @@ func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 		}
 		want, wanted := p.shard[k]
 		switch {
+		case slices.Contains(p.stale, k):
+			// A key the operator no longer shards by: kept at its value
+			// only by an apply that does not roll the pods and only while
+			// the operator alone set it (leaving out a label another
+			// manager also set changes nothing).
+			if ok && !rolls && setters[p.manager] && len(others(setters, p.manager)) == 0 {
+				out[k] = have
+			}
 		case ok && (!rolls || len(others(setters, p.manager)) > 0):
 			// Kept as it is (the apply does not roll the pods, or another
 			// manager set it): sent when the operator set it (not sending

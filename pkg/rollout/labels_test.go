@@ -177,9 +177,13 @@ func TestBookkeepingLabels(t *testing.T) {
 			// template is the new key's value the next version's
 			// template carries ("": none).
 			template string
+			// chart has a chart apply the old key's label on the template
+			// too (the same value, so both own it): it stays, the chart's.
+			chart bool
 		}{
 			{name: "sharding turned off"},
 			{name: "the label key changed", shardLabels: []string{newKey}, model: map[string]string{newKey: "x"}, template: "x"},
+			{name: "sharding turned off, the label also the chart's", chart: true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				c := newCluster(t)
@@ -189,6 +193,10 @@ func TestBookkeepingLabels(t *testing.T) {
 				template := c.dep().Spec.Template
 				if template.Labels[shardKey] != "a" {
 					t.Fatalf("template labels %v after the first rollout", template.Labels)
+				}
+				if tc.chart {
+					c.applyAs("helm", `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"openmed-service"},"spec":{"template":{"metadata":{"labels":{"`+shardKey+`":"a"}}}}}`)
+					template = c.dep().Spec.Template
 				}
 				// The operator restarts with the new configuration, and the
 				// model's replicas change: an apply that does not roll.
@@ -206,8 +214,8 @@ func TestBookkeepingLabels(t *testing.T) {
 				if !equality.Semantic.DeepEqual(d.Spec.Template, template) {
 					t.Fatalf("the pod template changed (the pods roll): labels %v -> %v", template.Labels, d.Spec.Template.Labels)
 				}
-				if !valueSetters(d.ManagedFields, templateLabelPath(shardKey))[DefaultFieldManager] {
-					t.Error("the old key's template label is no longer the operator's")
+				if owns := valueSetters(d.ManagedFields, templateLabelPath(shardKey))[DefaultFieldManager]; owns == tc.chart {
+					t.Errorf("the operator owns the old key's template label: %v, want %v", owns, !tc.chart)
 				}
 				for k, v := range tc.model {
 					if d.Labels[k] != v {
@@ -222,8 +230,8 @@ func TestBookkeepingLabels(t *testing.T) {
 				c.setVersion(v2)
 				c.pass()
 				d = c.dep()
-				if v, ok := d.Spec.Template.Labels[shardKey]; ok {
-					t.Errorf("the old key's template label %q stayed in v2's rollout", v)
+				if v, ok := d.Spec.Template.Labels[shardKey]; ok != tc.chart {
+					t.Errorf("the old key's template label %q (there: %v) in v2's rollout, want there: %v (the chart's)", v, ok, tc.chart)
 				}
 				if got := d.Spec.Template.Labels[newKey]; got != tc.template {
 					t.Errorf("template label %s=%q in v2's rollout, want %q", newKey, got, tc.template)
