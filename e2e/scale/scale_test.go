@@ -30,6 +30,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -195,6 +196,7 @@ func TestScale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	floorBinary = buildFloor(t)
 	pods, unowned, shards := withPods(t), envInt(t, "OPENMED_SCALE_UNOWNED", 0), envInt(t, "OPENMED_SCALE_SHARDS", 1)
 	var results []result
 	for _, n := range sizes(t) {
@@ -225,6 +227,11 @@ func TestScale(t *testing.T) {
 						float64(rs.shardAnon[i])/(1<<20), 100*float64(rs.shardAnon[i])/float64(r.peakAnon)))
 				}
 				fmt.Printf("\n%s: peak RSS of one process %.1f MiB (anonymous %.1f MiB); of %d shards: %s\n", cfg, float64(r.peakRSS)/(1<<20), float64(r.peakAnon)/(1<<20), shards, strings.Join(per, ", "))
+				// Each shard holds the fixed part whole: with the models'
+				// part split exactly, a shard holds (P + (k-1)S)/k of P.
+				p, fixed := float64(r.peakRSS), float64(r.synced.rss)
+				fmt.Printf("%s: with the models' part split exactly, each shard would hold %.0f%% of one process (its fixed part %.1f MiB whole); 60%% needs a fixed part of at most %.1f MiB at this N (a bare controller-runtime manager holds %.1f MiB)\n",
+					cfg, 100*(p+float64(shards-1)*fixed)/float64(shards)/p, fixed/(1<<20), (0.6*float64(shards)-1)/float64(shards-1)*p/(1<<20), float64(r.floor.rss)/(1<<20))
 			}
 			if !bake {
 				plain = r
@@ -354,6 +361,10 @@ type result struct {
 	// (openmed_passes_total's woken_by), per model.
 	wokenRollout, wokenUpgrade map[string]float64
 	syncedRSS, peakRSS         int64 // bytes: after the caches synced, and at the end (the largest process's)
+	// synced is the first process's memory once its caches synced, before
+	// any model; floor a bare controller-runtime manager's (e2e/scale/floor)
+	// once its cache synced, on the same API server.
+	synced, floor memory
 	// peakAnon is the largest process's peak anonymous memory (RssAnon,
 	// sampled: its own memory, without its binary's shared file pages).
 	peakAnon int64
@@ -435,6 +446,7 @@ func (r result) table() string {
 	fmt.Fprintf(&b, "%-34s rollout %s; upgrade %s\n", "  woken by", byCause(r.wokenRollout), byCause(r.wokenUpgrade))
 	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model); anonymous (RssAnon, sampled) %.1f MiB\n", "operator peak RSS",
 		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20), float64(r.peakAnon)/(1<<20))
+	fmt.Fprintf(&b, "%-34s the operator %s; a bare controller-runtime manager (e2e/scale/floor) %s\n", "  fixed part, once synced", r.synced, r.floor)
 	if r.cfg.shards > 1 {
 		var per []string
 		for i := range r.shardRSS {
@@ -611,6 +623,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	for _, op := range ops {
 		r.syncedRSS = max(r.syncedRSS, harness.PeakRSS(t, op.PID()))
 	}
+	r.synced, r.floor = memoryOf(t, ops[0].PID()), measureFloor(t, cl, dir)
 	mw := newModelWatch(t, c)
 	defer mw.stop()
 	started := time.Now()
@@ -803,6 +816,69 @@ func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, s
 		}
 	}
 	return ops
+}
+
+// memory is a process's resident set: rss its peak (VmHWM), file and anon
+// its current file-backed (its binary's pages) and anonymous parts.
+type memory struct{ rss, file, anon int64 }
+
+func (m memory) String() string {
+	return fmt.Sprintf("%.1f MiB (file-backed %.1f, anonymous %.1f)", float64(m.rss)/(1<<20), float64(m.file)/(1<<20), float64(m.anon)/(1<<20))
+}
+
+func memoryOf(t *testing.T, pid int) memory {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := memory{rss: harness.PeakRSS(t, pid)}
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "RssFile:":
+			m.file = kb << 10
+		case "RssAnon:":
+			m.anon = kb << 10
+		}
+	}
+	return m
+}
+
+// floorBinary is e2e/scale/floor, built once by TestScale.
+var floorBinary string
+
+func buildFloor(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "floor")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./e2e/scale/floor")
+	cmd.Dir = localrun.ModuleRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build e2e/scale/floor: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// measureFloor runs the bare manager against the cluster until its cache
+// synced and returns its memory then.
+func measureFloor(t *testing.T, cl *harness.Cluster, dir string) memory {
+	t.Helper()
+	op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: floorBinary, Kubeconfig: cl.Kubeconfig, LogPath: filepath.Join(dir, "floor.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = op.Stop(10 * time.Second) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := op.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return memoryOf(t, op.PID())
 }
 
 func cpuOf(t *testing.T, ops []*localrun.Operator) float64 {
