@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -116,6 +117,65 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 	})
 	if len(got.Status.History) != 1 || got.Status.ActiveVersion != "OpenMed/pii-v1" {
 		t.Errorf("history %d, active %q: only v1 baked", len(got.Status.History), got.Status.ActiveVersion)
+	}
+}
+
+// TestBakePodsWakeOnlyABake: the bake pod store wakes a model only while
+// its passes judge a bake. While the version's Deployment rolls, its pod
+// comes, turns Ready and changes five times without waking the model (the
+// store keeps every change: openmed_wakes_total{source="bake-pod"} stays
+// at most 1, an event that met a pass of the model in flight); once the
+// Deployment completed the model bakes, and an OOM kill of that pod wakes
+// it and fails the bake.
+func TestBakePodsWakeOnlyABake(t *testing.T) {
+	ns, op := readyAtV1(t, 1)
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = "OpenMed/pii-v2"
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](600)
+	})
+	var d *appsv1.Deployment
+	eventually(t, "the baking template applied", func() (bool, string) {
+		d = getDeployment(t, ns, "svc")
+		return d.Spec.Template.Labels[v1alpha1.BakeLabel] == "true" && d.Spec.Template.Annotations[v1alpha1.ModelResourceAnnotation] != "",
+			fmt.Sprintf("template labels %v", d.Spec.Template.Labels)
+	})
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	owner := ns + "/svc"
+	name := createTemplatePod(t, d)
+	const changes = 5
+	base := time.Now().Truncate(time.Second)
+	for i := 1; i <= changes; i++ {
+		setPodStatus(t, ns, name, func(p *corev1.Pod) {
+			p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(base.Add(time.Duration(i) * time.Second))
+		})
+	}
+	// The store's handler put the last change: it decided its wake.
+	last := base.Add(changes * time.Second)
+	eventually(t, "the store holds the pod's last change", func() (bool, string) {
+		for _, p := range op.reconciler.KeptBakePods(owner) {
+			if cs := p.Status.ContainerStatuses; p.Name == name && len(cs) == 1 && cs[0].State.Running != nil && cs[0].State.Running.StartedAt.Time.Equal(last) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("kept %d pods", len(op.reconciler.KeptBakePods(owner)))
+	})
+	rolling := op.metric(t, "openmed_wakes_total", map[string]string{"source": "bake-pod"})
+	if rolling > 1 {
+		t.Errorf("the pod's %d events while the Deployment rolled woke the model %v times, want at most 1", changes+2, rolling)
+	}
+
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut, v1alpha1.BakingReason)
+	setPodStatus(t, ns, name, func(p *corev1.Pod) {
+		p.Status.ContainerStatuses[0].RestartCount = 1
+		p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", FinishedAt: metav1.Now()}
+	})
+	waitFor(t, ns, "svc", v1alpha1.PhaseRolledBack)
+	if n := op.metric(t, "openmed_bake_failures_total", map[string]string{"namespace": ns, "reason": rollout.BakeOOMKilled}); n != 1 {
+		t.Errorf("openmed_bake_failures_total{reason=OOMKilled} = %v, want 1", n)
+	}
+	if n := op.metric(t, "openmed_wakes_total", map[string]string{"source": "bake-pod"}); n <= rolling {
+		t.Errorf("the OOM kill during the bake woke nothing (bake-pod wakes %v, %v before)", n, rolling)
 	}
 }
 

@@ -158,17 +158,19 @@ func (k *keptConfigMap) controller() (types.NamespacedName, bool) {
 // (EnqueueRequestForOwner, OnlyControllerOwner) does, without its REST
 // mapping of the owner's kind on every event: the first list's at low
 // priority when the queue has priorities.
-func wakeController(q workqueue.TypedRateLimitingInterface[reconcile.Request], k *keptConfigMap, initialList bool) {
+// It reports whether k has a controller model.
+func wakeController(q workqueue.TypedRateLimitingInterface[reconcile.Request], k *keptConfigMap, initialList bool) bool {
 	model, ok := k.controller()
 	if !ok {
-		return
+		return false
 	}
 	req := reconcile.Request{NamespacedName: model}
 	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && initialList {
 		pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
-		return
+		return true
 	}
 	q.Add(req)
+	return true
 }
 
 // configMapStore is an informer of the manifest ConfigMaps the operator
@@ -182,6 +184,7 @@ type configMapStore struct {
 	byOwner  *ownerMap[types.UID, *keptConfigMap]
 	// registration is Start's event handler.
 	registration toolscache.ResourceEventHandlerRegistration
+	wakeCounter
 }
 
 const configMapStoreDescription = "manifest ConfigMaps"
@@ -257,7 +260,9 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 		AddFunc: func(obj any, isInInitialList bool) {
 			if k, ok := obj.(*keptConfigMap); ok {
 				s.put(k, false)
-				wakeController(q, k, isInInitialList)
+				if wakeController(q, k, isInInitialList) {
+					s.woke()
+				}
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
@@ -268,8 +273,9 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 					s.put(o, true)
 				}
 				s.put(n, false)
-				wakeController(q, o, false)
-				wakeController(q, n, false)
+				if woke := wakeController(q, o, false); wakeController(q, n, false) || woke {
+					s.woke()
+				}
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -278,7 +284,9 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 			}
 			if k, ok := obj.(*keptConfigMap); ok {
 				s.put(k, true)
-				wakeController(q, k, false)
+				if wakeController(q, k, false) {
+					s.woke()
+				}
 			}
 		},
 	})

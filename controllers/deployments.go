@@ -339,6 +339,7 @@ type deploymentStore struct {
 	requests func(context.Context, client.Object) []reconcile.Request
 	// registration is Start's event handler.
 	registration toolscache.ResourceEventHandlerRegistration
+	wakeCounter
 }
 
 const deploymentStoreDescription = "claimed Deployments"
@@ -414,11 +415,13 @@ func (s *deploymentStore) Start(ctx context.Context, q workqueue.TypedRateLimiti
 		AddFunc: func(obj any, isInInitialList bool) {
 			if m := keptMeta(obj); m != nil {
 				h.Create(ctx, event.CreateEvent{Object: m, IsInInitialList: isInInitialList}, q)
+				s.woke()
 			}
 		},
 		UpdateFunc: func(oldObj, newObj any) {
 			if o, n := keptMeta(oldObj), keptMeta(newObj); o != nil && n != nil {
 				h.Update(ctx, event.UpdateEvent{ObjectOld: o, ObjectNew: n}, q)
+				s.woke()
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -427,6 +430,7 @@ func (s *deploymentStore) Start(ctx context.Context, q workqueue.TypedRateLimiti
 			}
 			if m := keptMeta(obj); m != nil {
 				h.Delete(ctx, event.DeleteEvent{Object: m}, q)
+				s.woke()
 			}
 		},
 	})

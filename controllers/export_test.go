@@ -2,6 +2,7 @@ package controllers
 
 import (
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -47,4 +48,13 @@ func (r *OpenMedModelReconciler) HoldsPod(key types.NamespacedName) bool {
 	}
 	_, ok, err := r.pods.informer.GetIndexer().GetByKey(key.String())
 	return ok && err == nil
+}
+
+// KeptBakePods returns the pods the bake pod store holds for the model
+// owner ("namespace/name"), as its event handler last put them.
+func (r *OpenMedModelReconciler) KeptBakePods(owner string) []corev1.Pod {
+	if r.pods == nil {
+		return nil
+	}
+	return r.pods.pods(owner)
 }

@@ -28,6 +28,7 @@ const (
 	MetricBakeFailures       = "openmed_bake_failures_total"
 	MetricPasses             = "openmed_passes_total"
 	MetricBackstopUnchanged  = "openmed_backstop_passes_unchanged_total"
+	MetricWakes              = "openmed_wakes_total"
 )
 
 // Metrics are the openmed_* metrics of the reconciler. Only
@@ -51,6 +52,9 @@ type Metrics struct {
 	unchanged       prometheus.Counter
 	// passesBy are passes' counters by woken_by, read-only once built.
 	passesBy map[string]prometheus.Counter
+	wakes    *prometheus.CounterVec
+	// wakesBy are wakes' counters by source, read-only once built.
+	wakesBy map[string]prometheus.Counter
 
 	mu sync.Mutex
 	// namespaces whose rollout and rollback counters are initialised.
@@ -111,9 +115,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricBackstopUnchanged,
 			Help: "Passes woken by the backstop timer that found every input as the pass before them read it, before any judgment's timer, and ended without deciding again (they are counted in openmed_passes_total too).",
 		}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricWakes,
+			Help: "Watch events that woke a model (put it in the queue, or met it there), by the object's kind: model, deployment, manifest-configmap, bake-pod, pending-pod. Several events a model meets in the queue make one pass.",
+		}, []string{"source"}),
 		namespaces: map[string]bool{},
 	}
-	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes, m.unchanged)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes, m.unchanged, m.wakes)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
 	for _, reason := range errorReasons {
@@ -125,6 +133,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.passesBy = make(map[string]prometheus.Counter, len(wokenBy))
 	for _, cause := range wokenBy {
 		m.passesBy[cause] = m.passes.WithLabelValues(cause)
+	}
+	m.wakesBy = make(map[string]prometheus.Counter, len(wakeSources))
+	for _, source := range wakeSources {
+		m.wakesBy[source] = m.wakes.WithLabelValues(source)
 	}
 	for _, cause := range []string{dropQueueFull, dropShutdown} {
 		m.notForwarded.WithLabelValues(cause)
@@ -356,6 +368,13 @@ func (m *Metrics) countConflict(manager, field string) {
 func (m *Metrics) countPass(wokenBy string) {
 	if m != nil {
 		m.passesBy[wokenBy].Inc()
+	}
+}
+
+// countWake counts a watch event of source (wakeSources) that woke a model.
+func (m *Metrics) countWake(source string) {
+	if m != nil {
+		m.wakesBy[source].Inc()
 	}
 }
 

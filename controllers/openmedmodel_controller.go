@@ -116,8 +116,10 @@ type OpenMedModelReconciler struct {
 	unclaimed *backoff
 	wakes     *wakes
 	quiet     *quietPasses
-	modelLag  *cacheLag
-	targetLag *cacheLag
+	// podWatchers are the models the bake pod store wakes.
+	podWatchers *podWatchers
+	modelLag    *cacheLag
+	targetLag   *cacheLag
 	// manifestLag: the manifest ConfigMaps created and not cached yet.
 	manifestLag *manifestLag
 	pods        *podStore
@@ -196,7 +198,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
 	r.unclaimed = newBackoff(unclaimedRecheck, unclaimedRecheckMax)
-	r.wakes, r.quiet = newWakes(), newQuietPasses()
+	r.wakes, r.quiet, r.podWatchers = newWakes(), newQuietPasses(), newPodWatchers()
 	r.shardLabels = ShardLabels(opts.Models)
 	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
@@ -240,6 +242,9 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		}
 		r.pods.models, r.pending.models = inShard, inShard
 	}
+	r.deployments.wakeCounter, r.configMaps.wakeCounter = wakeCounter{r.ModelMetrics, wakeDeployment}, wakeCounter{r.ModelMetrics, wakeConfigMap}
+	r.pods.wakeCounter, r.pending.wakeCounter = wakeCounter{r.ModelMetrics, wakeBakePod}, wakeCounter{r.ModelMetrics, wakePendingPod}
+	r.pods.watched = r.podWatchers.watched
 
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
 	if opts.RateLimiter != nil {
@@ -247,11 +252,11 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("openmedmodel").
-		For(&v1alpha1.OpenMedModel{}, builder.WithPredicates(predicate.Or(
+		For(&v1alpha1.OpenMedModel{}, builder.WithPredicates(countedPredicate(wakeCounter{r.ModelMetrics, wakeModel}, predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: r.awaitedUpdate},
-		))).
+		)))).
 		WatchesRawSource(r.configMaps).
 		WatchesRawSource(r.deployments).
 		WatchesRawSource(r.pods).
@@ -391,6 +396,9 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		p.modelRVs = append(p.modelRVs, base.ResourceVersion)
 	}
 
+	// The pass reads the bake pod store: their events wake the model until
+	// the pass decided it judges no bake (podWatchers).
+	r.podWatchers.watch(p.key)
 	observed, read, err := r.observe(ctx, p.obj)
 	p.observed = observed
 	switch {
@@ -408,6 +416,9 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 			return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
 		}
 		p.plan = r.decide(p)
+	}
+	if !p.plan.WatchesPods {
+		r.podWatchers.forget(p.key)
 	}
 	if err := r.recordClaims(ctx, p); err != nil {
 		if apierrors.IsConflict(err) {
@@ -1071,6 +1082,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.retries.forget(key)
 	r.unclaimed.forget(key)
 	r.wakes.forget(key)
+	r.podWatchers.forget(key)
 	r.quiet.forget(key)
 	r.modelLag.forget(key)
 	r.manifestLag.forget(key)

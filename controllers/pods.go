@@ -272,6 +272,10 @@ type podStore struct {
 	// in the cache wakes nothing either; the model's own arrival starts
 	// its first pass, which reads the store.
 	models func(types.NamespacedName) bool
+	// watched, when set, says whether a model's pass wants its pods'
+	// events (podWatchers): the others' events are kept, not woken for.
+	watched func(types.NamespacedName) bool
+	wakeCounter
 }
 
 // newPodStore builds the store on a watching client: the pods selector
@@ -378,7 +382,11 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 				// the template that made it after its model moved away.
 				return
 			}
+			if s.watched != nil && !s.watched(model) {
+				return
+			}
 			q.Add(reconcile.Request{NamespacedName: model})
+			s.woke()
 		}
 	}
 	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{

@@ -4,6 +4,9 @@ import (
 	"sync"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -31,6 +34,86 @@ const (
 	// without the container, ...), which no watch event announces.
 	wokeUnclaimed = "unclaimed-target"
 )
+
+// The kinds of object whose watch events wake a model: the label source of
+// openmed_wakes_total.
+const (
+	wakeModel      = "model"
+	wakeDeployment = "deployment"
+	wakeConfigMap  = "manifest-configmap"
+	wakeBakePod    = "bake-pod"
+	wakePendingPod = "pending-pod"
+)
+
+var wakeSources = []string{wakeModel, wakeDeployment, wakeConfigMap, wakeBakePod, wakePendingPod}
+
+// wakeCounter counts a store's watch events that woke a model
+// (openmed_wakes_total by source); the zero value counts nothing.
+type wakeCounter struct {
+	metrics *Metrics
+	source  string
+}
+
+func (w wakeCounter) woke() {
+	if w.metrics != nil {
+		w.metrics.countWake(w.source)
+	}
+}
+
+// podWatchers are the models the bake pod store wakes: those whose last
+// pass judged a bake (rollout.Plan.WatchesPods), and a model from the
+// start of its pass, which reads the store, until the pass decided that it
+// does not judge one, so no event between the read and the decision is
+// lost. The store keeps every pod's change whoever it wakes: a model's
+// next pass, woken by its Deployment when the rollout completes, reads
+// the pods as they are. controller-runtime runs one pass of a model at a
+// time.
+type podWatchers struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]bool
+}
+
+func newPodWatchers() *podWatchers {
+	return &podWatchers{m: map[types.NamespacedName]bool{}}
+}
+
+// watch makes the pod store wake key.
+func (w *podWatchers) watch(key types.NamespacedName) {
+	w.mu.Lock()
+	w.m[key] = true
+	w.mu.Unlock()
+}
+
+// forget stops it.
+func (w *podWatchers) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	delete(w.m, key)
+	w.mu.Unlock()
+}
+
+// watched reports whether the pod store wakes key.
+func (w *podWatchers) watched(key types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.m[key]
+}
+
+// countedPredicate is p, counting the events it lets through.
+func countedPredicate(w wakeCounter, p predicate.Predicate) predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return w.counted(p.Create(e)) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return w.counted(p.Update(e)) },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return w.counted(p.Delete(e)) },
+		GenericFunc: func(e event.GenericEvent) bool { return w.counted(p.Generic(e)) },
+	}
+}
+
+func (w wakeCounter) counted(ok bool) bool {
+	if ok {
+		w.woke()
+	}
+	return ok
+}
 
 // wokenBy are the values of openmed_passes_total's woken_by.
 var wokenBy = []string{wokeEvent, wokeBackstop, wokeTimer, wokeFollowUp, wokeCacheLag, wokeRetry, wokeUnclaimed}

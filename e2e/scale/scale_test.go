@@ -444,6 +444,7 @@ func (r result) table() string {
 	fmt.Fprintf(&b, "%-34s rollout %.2f ms, upgrade %.2f ms\n", "operator CPU per model", r.cpuRollout*1000, r.cpuUpgrade*1000)
 	fmt.Fprintf(&b, "%-34s rollout %.2f, upgrade %.2f\n", "passes per model", r.passesRollout, r.passesUpgrade)
 	fmt.Fprintf(&b, "%-34s rollout %s; upgrade %s\n", "  woken by", byCause(r.wokenRollout), byCause(r.wokenUpgrade))
+	fmt.Fprintf(&b, "%-34s rollout %s; upgrade %s\n", "  watch events that woke a model", bySource(r.wokenRollout), bySource(r.wokenUpgrade))
 	fmt.Fprintf(&b, "%-34s %.1f MiB (%.1f MiB once the caches synced, before any model); anonymous (RssAnon, sampled) %.1f MiB\n", "operator peak RSS",
 		float64(r.peakRSS)/(1<<20), float64(r.syncedRSS)/(1<<20), float64(r.peakAnon)/(1<<20))
 	fmt.Fprintf(&b, "%-34s the operator %s; a bare controller-runtime manager (e2e/scale/floor) %s\n", "  fixed part, once synced", r.synced, r.floor)
@@ -986,6 +987,12 @@ func wokenOf(t *testing.T, ops []*localrun.Operator) map[string]float64 {
 				out["backstop unchanged"] += v
 				continue
 			}
+			if rest, ok := strings.CutPrefix(line, `openmed_wakes_total{source="`); ok {
+				source, value, _ := strings.Cut(rest, `"} `)
+				v, _ := strconv.ParseFloat(value, 64)
+				out[wakesPrefix+source] += v
+				continue
+			}
 			rest, ok := strings.CutPrefix(line, prefix)
 			if !ok {
 				continue
@@ -1008,11 +1015,22 @@ func perModel(after, before map[string]float64, n int) map[string]float64 {
 }
 
 // byCause prints the non-zero causes, by name.
-func byCause(m map[string]float64) string {
+// wakesPrefix marks, in a wokenOf map, the watch events that woke a model
+// (openmed_wakes_total), by source.
+const wakesPrefix = "wakes/"
+
+// byCause prints the passes by what woke them; bySource the watch events
+// that woke a model, by source.
+func byCause(m map[string]float64) string { return printCounts(m, false) }
+
+func bySource(m map[string]float64) string { return printCounts(m, true) }
+
+func printCounts(m map[string]float64, wakes bool) string {
 	var parts []string
-	for _, cause := range slices.Sorted(maps.Keys(m)) {
-		if m[cause] != 0 {
-			parts = append(parts, fmt.Sprintf("%s %.2f", cause, m[cause]))
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		cause, isWake := strings.CutPrefix(key, wakesPrefix)
+		if isWake == wakes && m[key] != 0 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", cause, m[key]))
 		}
 	}
 	if len(parts) == 0 {

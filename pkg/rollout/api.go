@@ -233,6 +233,15 @@ type Plan struct {
 	// With Observed.PodsHidden every pass of a bake reads them.
 	ReadPods bool
 
+	// WatchesPods is true when the pass judged a bake on the pods
+	// (Observed.Pods) that goes on: their next change may change the
+	// verdict (a restart, the pod that turns Ready, a node back), so their
+	// watch events should wake the resource. False when nothing the pass
+	// decided reads them next (a rollout before its Deployment completed,
+	// a bake that ended Ready or failed, a Ready version): their events
+	// need not wake it, the Deployment's do.
+	WatchesPods bool
+
 	// RemoveFinalizer is true when deletion has finished its work.
 	RemoveFinalizer bool
 

@@ -105,6 +105,7 @@ func (d *decider) baking() bool {
 // a pod's grace. It ends only on pods read from the API server in the pass
 // (Observed.PodsRead); otherwise the plan asks for that read (ReadPods).
 func (d *decider) bake(complete bool) {
+	d.plan.WatchesPods = true
 	if d.obs.PodsHidden {
 		if !d.obs.PodsRead {
 			d.plan.ReadPods = true
@@ -122,6 +123,8 @@ func (d *decider) bake(complete bool) {
 	}
 	verdict := d.bakeVersion().Judge(d.obs.Pods, start, d.now.Time)
 	if verdict.Failure != "" {
+		// Judged: the rollback that follows reads no pods.
+		d.plan.WatchesPods = false
 		d.bakeFailed(verdict.Failure)
 		return
 	}
@@ -166,6 +169,8 @@ func (d *decider) bake(complete bool) {
 			d.plan.ReadPods = true
 			return
 		}
+		// The version served its bake: a Ready version reads no pods.
+		d.plan.WatchesPods = false
 		d.ready(true)
 		return
 	}

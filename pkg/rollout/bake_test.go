@@ -150,6 +150,34 @@ func TestBake(t *testing.T) {
 		}
 	})
 
+	t.Run("the plan watches the pods only while it judges a bake", func(t *testing.T) {
+		c := v2Baking(t)
+		// The apply of v2, and the passes while its Deployment rolls: the
+		// Deployment's events tell when it completes, the pods' need not.
+		if p := c.pass(); p.ApplyDeployment == nil || p.WatchesPods {
+			t.Fatalf("the apply's pass: apply %v, watches pods %v", p.ApplyDeployment != nil, p.WatchesPods)
+		}
+		c.createPod(v2)
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseRollingOut || p.WatchesPods {
+			t.Fatalf("rolling: phase %s, watches pods %v", p.Status.Phase, p.WatchesPods)
+		}
+		// Complete: the bake judges the pods.
+		c.markReady()
+		c.now = time.Now().Truncate(time.Second).Add(time.Second)
+		p := c.pass()
+		if !conditionIs(&p.Status, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.BakingReason) || !p.WatchesPods {
+			t.Fatalf("baking: %v, watches pods %v", condSummary(p.Status), p.WatchesPods)
+		}
+		// Ready: nothing reads them.
+		c.now = c.now.Add(bakeSeconds * time.Second)
+		if p := c.pass(); p.Status.Phase != v1alpha1.PhaseReady || p.WatchesPods {
+			t.Fatalf("after the bake: phase %s, watches pods %v", p.Status.Phase, p.WatchesPods)
+		}
+		if p := c.pass(); p.WatchesPods {
+			t.Error("a Ready pass watches the pods")
+		}
+	})
+
 	// Found by the fault suite under load: the pods crashed a second
 	// after Ready, and the pass that began the bake ran after the crash. A
 	// crash is the version's whenever it came; only a reset's retry leaves
@@ -160,6 +188,9 @@ func TestBake(t *testing.T) {
 		p := c.pass()
 		if p.BakeFailure != BakeOOMKilled || p.Status.Phase != v1alpha1.PhaseRolledBack {
 			t.Fatalf("the crashed version: failure %q phase %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+		if p.WatchesPods {
+			t.Error("the pass that failed the bake watches the pods")
 		}
 	})
 
