@@ -128,7 +128,14 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 // Deployment completed the model bakes, and an OOM kill of that pod wakes
 // it and fails the bake.
 func TestBakePodsWakeOnlyABake(t *testing.T) {
-	ns, op := readyAtV1(t, 1)
+	// An operator of this namespace only: the counter is the process's.
+	ns := newNamespace(t)
+	op := startOperatorIn(t, ns)
+	createDeployment(t, chartDeployment(ns, "svc", 1))
+	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
 	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
 		m.Spec.Version = "OpenMed/pii-v2"
 		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](600)

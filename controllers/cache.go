@@ -137,7 +137,7 @@ func pruneDeployment(d *appsv1.Deployment, shard []string, manager string) *apps
 	out.CreationTimestamp, out.DeletionTimestamp = d.CreationTimestamp, d.DeletionTimestamp
 	out.Annotations = operatorKeys(d.Annotations)
 	out.Labels = withShardLabels(operatorKeys(d.Labels), d.Labels, shard)
-	out.ManagedFields = pruneManagedFields(d.ManagedFields, shard, manager)
+	out.ManagedFields = pruneManagedFields(d.ManagedFields, shard)
 	out.Spec.Replicas = d.Spec.Replicas
 	out.Spec.Paused = d.Spec.Paused
 	out.Spec.ProgressDeadlineSeconds = d.Spec.ProgressDeadlineSeconds
@@ -399,10 +399,11 @@ func namesField(raw []byte, name string) bool {
 // left with no such field is kept with an empty field set, so the cache
 // still shows every manager that has one (the operator's own entry is what
 // tells a finished release from an interrupted one). The time of an apply
-// entry is kept, of the others dropped. The entries of manager (the
-// operator's field manager) keep every label of the pod template: those
-// it set under a shard label key it no longer has are its to keep.
-func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string, manager string) []metav1.ManagedFieldsEntry {
+// entry is kept, of the others dropped. Every label of the pod template is
+// kept, whatever its key: the operator's own under a shard label key it no
+// longer has are its to keep until an apply that rolls the pods anyway,
+// and another manager's there say whether it set them too.
+func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string) []metav1.ManagedFieldsEntry {
 	var out []metav1.ManagedFieldsEntry
 	for _, e := range entries {
 		if e.Subresource == "status" || e.FieldsV1 == nil {
@@ -415,8 +416,7 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string, man
 			// that is not its rollout's).
 			e.Time = nil
 		}
-		own := manager != "" && e.Manager == manager
-		if raw, ok := prunedSets.get(shard, own, e.FieldsV1.Raw); ok {
+		if raw, ok := prunedSets.get(shard, e.FieldsV1.Raw); ok {
 			e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
 			out = append(out, e)
 			continue
@@ -428,12 +428,12 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string, man
 		}
 		kept := fieldpath.NewSet()
 		set.Iterate(func(p fieldpath.Path) {
-			if attributes(p, shard, own) {
+			if attributes(p, shard) {
 				kept.Insert(p)
 			}
 		})
 		if kept.Empty() {
-			prunedSets.put(shard, own, e.FieldsV1.Raw, emptyFields)
+			prunedSets.put(shard, e.FieldsV1.Raw, emptyFields)
 			e.FieldsV1 = &metav1.FieldsV1{Raw: emptyFields}
 			out = append(out, e)
 			continue
@@ -446,7 +446,7 @@ func pruneManagedFields(entries []metav1.ManagedFieldsEntry, shard []string, man
 		// ToJSON's buffer has room to grow (up to twice the bytes): the
 		// cache keeps an exact copy.
 		raw = bytes.Clone(raw)
-		prunedSets.put(shard, own, e.FieldsV1.Raw, raw)
+		prunedSets.put(shard, e.FieldsV1.Raw, raw)
 		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
 		out = append(out, e)
 	}
@@ -467,22 +467,22 @@ const maxPrunedSetBytes = 1 << 20
 
 type prunedSetMemo struct {
 	mu sync.Mutex
-	// byShard holds, per shard label keys (joined by NUL, then SOH for
-	// the operator's own entries), the pruned set of each set's JSON.
+	// byShard holds, per shard label keys (joined by NUL), the pruned set
+	// of each set's JSON.
 	byShard map[string]map[string][]byte
 	bytes   int
 }
 
-func (m *prunedSetMemo) get(shard []string, own bool, raw []byte) ([]byte, bool) {
-	key := memoKey(shard, own)
+func (m *prunedSetMemo) get(shard []string, raw []byte) ([]byte, bool) {
+	key := strings.Join(shard, "\x00")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	pruned, ok := m.byShard[key][string(raw)]
 	return pruned, ok
 }
 
-func (m *prunedSetMemo) put(shard []string, own bool, raw, pruned []byte) {
-	key := memoKey(shard, own)
+func (m *prunedSetMemo) put(shard []string, raw, pruned []byte) {
+	key := strings.Join(shard, "\x00")
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byShard == nil || m.bytes+len(raw)+len(pruned) > maxPrunedSetBytes {
@@ -495,22 +495,13 @@ func (m *prunedSetMemo) put(shard []string, own bool, raw, pruned []byte) {
 	m.bytes += len(raw) + len(pruned)
 }
 
-func memoKey(shard []string, own bool) string {
-	key := strings.Join(shard, "\x00")
-	if own {
-		key += "\x01"
-	}
-	return key
-}
-
 // emptyFields is the field set of an entry that owns nothing a decision
 // reads.
 var emptyFields = []byte("{}")
 
 // attributes reports whether a managedFields path is one a decision reads;
-// shard are the shard label keys, own whether the path is of the
-// operator's own entry (which keeps every label of the pod template).
-func attributes(p fieldpath.Path, shard []string, own bool) bool {
+// shard are the shard label keys.
+func attributes(p fieldpath.Path, shard []string) bool {
 	name := func(i int) string {
 		if i < len(p) && p[i].FieldName != nil {
 			return *p[i].FieldName
@@ -537,8 +528,9 @@ func attributes(p fieldpath.Path, shard []string, own bool) bool {
 	case len(p) < 4:
 		return true
 	case name(2) == "metadata":
-		return (name(3) == "annotations" || name(3) == "labels") && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/")) ||
-			(name(3) == "labels" && (own || slices.Contains(shard, name(4))))
+		// Every label of the template: whoever set it under a shard
+		// label key, the current one or an earlier one, says who owns it.
+		return name(3) == "labels" || name(3) == "annotations" && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/"))
 	case name(2) != "spec" || name(3) != "containers":
 		return false
 	case len(p) < 7:

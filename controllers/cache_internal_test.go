@@ -83,18 +83,18 @@ func TestPrunedSetsAreRemembered(t *testing.T) {
 	}
 	fresh := func(shard []string) []metav1.ManagedFieldsEntry {
 		prunedSets = prunedSetMemo{}
-		return pruneManagedFields(d.ManagedFields, shard, "")
+		return pruneManagedFields(d.ManagedFields, shard)
 	}
 	for _, shard := range [][]string{nil, {"sharding.fluxcd.io/key"}} {
 		want := fresh(shard)
 		for round := range 2 {
-			if got := pruneManagedFields(d.ManagedFields, shard, ""); !equality.Semantic.DeepEqual(got, want) {
+			if got := pruneManagedFields(d.ManagedFields, shard); !equality.Semantic.DeepEqual(got, want) {
 				t.Errorf("shard keys %q, round %d: from the memo\n%+v\nwant\n%+v", shard, round, got, want)
 			}
 		}
 	}
 	// Both shards' sets side by side: each keeps its own.
-	withKey, without := fresh([]string{"sharding.fluxcd.io/key"}), pruneManagedFields(d.ManagedFields, nil, "")
+	withKey, without := fresh([]string{"sharding.fluxcd.io/key"}), pruneManagedFields(d.ManagedFields, nil)
 	owns := func(entries []metav1.ManagedFieldsEntry) bool {
 		for _, e := range entries {
 			if e.Manager == "openmed-operator" {
@@ -106,18 +106,18 @@ func TestPrunedSetsAreRemembered(t *testing.T) {
 	if !owns(withKey) || owns(without) {
 		t.Errorf("the shard label in the operator's entry: with its key kept %v (want true), without %v (want false)", owns(withKey), owns(without))
 	}
-	if got := pruneManagedFields(d.ManagedFields, []string{"sharding.fluxcd.io/key"}, ""); !owns(got) {
+	if got := pruneManagedFields(d.ManagedFields, []string{"sharding.fluxcd.io/key"}); !owns(got) {
 		t.Error("after the other shard's prune, the shard's own lost its label")
 	}
 	// Past the bound it starts over.
 	prunedSets = prunedSetMemo{}
 	big := make([]byte, maxPrunedSetBytes)
-	prunedSets.put(nil, false, []byte("x"), big[:maxPrunedSetBytes-10])
-	prunedSets.put(nil, false, []byte("y"), big[:20])
-	if _, ok := prunedSets.get(nil, false, []byte("x")); ok {
+	prunedSets.put(nil, []byte("x"), big[:maxPrunedSetBytes-10])
+	prunedSets.put(nil, []byte("y"), big[:20])
+	if _, ok := prunedSets.get(nil, []byte("x")); ok {
 		t.Error("the memo kept more than its bound")
 	}
-	if _, ok := prunedSets.get(nil, false, []byte("y")); !ok {
+	if _, ok := prunedSets.get(nil, []byte("y")); !ok {
 		t.Error("the memo lost the set put after it started over")
 	}
 }

@@ -418,7 +418,7 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		p.plan = r.decide(p)
 	}
 	if !p.plan.WatchesPods {
-		r.podWatchers.forget(p.key)
+		r.podWatchers.unwatch(p.key)
 	}
 	if err := r.recordClaims(ctx, p); err != nil {
 		if apierrors.IsConflict(err) {

@@ -393,9 +393,13 @@ func TestShardingReconfigurationRollsNoPod(t *testing.T) {
 		// template is the new key's value on the next version's template
 		// ("": none).
 		template string
+		// chart has a chart apply the old key's template label too (the
+		// same value): the operator leaves it to the chart at once.
+		chart bool
 	}{
 		{name: "sharding turned off"},
 		{name: "the label key changed", models: labels.SelectorFromSet(labels.Set{newKey: "x"}), labels: map[string]string{newKey: "x"}, template: "x"},
+		{name: "sharding turned off, the label also the chart's", chart: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
@@ -407,6 +411,14 @@ func TestShardingReconfigurationRollsNoPod(t *testing.T) {
 			waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
 			updateDeploymentStatus(t, ns, "svc", rolloutComplete)
 			waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+			if tc.chart {
+				chart := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+					"metadata": map[string]any{"namespace": ns, "name": "svc"},
+					"spec":     map[string]any{"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{shardKey: "a"}}}}}}
+				if err := env.Client.Patch(context.Background(), chart, client.Apply, client.FieldOwner("helm")); err != nil {
+					t.Fatal(err)
+				}
+			}
 			before := getDeployment(t, ns, "svc")
 			if before.Spec.Template.Labels[shardKey] != "a" {
 				t.Fatalf("template labels %v after the first rollout", before.Spec.Template.Labels)
@@ -436,13 +448,16 @@ func TestShardingReconfigurationRollsNoPod(t *testing.T) {
 			if !op.reconciler.HoldsDeployment(types.NamespacedName{Namespace: ns, Name: "svc"}) {
 				t.Error("the restarted operator's store does not hold the Deployment")
 			}
+			if owns := operatorNames(after, shardKey); owns == tc.chart {
+				t.Errorf("the operator's apply entry names %s: %v, want %v", shardKey, owns, !tc.chart)
+			}
 
 			// The next version rolls the pods anyway: the old key goes.
 			patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) { m.Spec.Version = "OpenMed/pii-v2" })
 			eventually(t, "v2's template applied", func() (bool, string) {
 				d := getDeployment(t, ns, "svc")
 				_, old := d.Spec.Template.Labels[shardKey]
-				return !old && d.Spec.Template.Labels[newKey] == tc.template &&
+				return old == tc.chart && d.Spec.Template.Labels[newKey] == tc.template &&
 						d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != before.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation],
 					fmt.Sprintf("template labels %v", d.Spec.Template.Labels)
 			})
@@ -452,6 +467,17 @@ func TestShardingReconfigurationRollsNoPod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// operatorNames reports whether the operator's apply entry in d's
+// managedFields names the field key.
+func operatorNames(d *appsv1.Deployment, key string) bool {
+	for _, e := range d.ManagedFields {
+		if e.Manager == rollout.DefaultFieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.FieldsV1 != nil {
+			return strings.Contains(string(e.FieldsV1.Raw), `"f:`+key+`"`)
+		}
+	}
+	return false
 }
 
 // createTemplatePod creates a pod of the Deployment d as its ReplicaSet

@@ -60,42 +60,48 @@ func (w wakeCounter) woke() {
 	}
 }
 
-// podWatchers are the models the bake pod store wakes: those whose last
-// pass judged a bake (rollout.Plan.WatchesPods), and a model from the
-// start of its pass, which reads the store, until the pass decided that it
-// does not judge one, so no event between the read and the decision is
-// lost. The store keeps every pod's change whoever it wakes: a model's
-// next pass, woken by its Deployment when the rollout completes, reads
-// the pods as they are. controller-runtime runs one pass of a model at a
-// time.
+// podWatchers say which models the bake pod store wakes: every model but
+// those whose last pass decided that it judges no bake
+// (rollout.Plan.WatchesPods false). A model is watched again from the
+// start of each pass, which reads the store, until the pass decided, so no
+// change between its read and its decision is lost; a model no pass has
+// decided about since the process started (a new leader's backlog) is
+// watched too. The store keeps every pod's change whoever it wakes: a
+// model's next pass, woken by its Deployment when the rollout completes,
+// reads the pods as they are. controller-runtime runs one pass of a model
+// at a time.
 type podWatchers struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]bool
+	mu        sync.Mutex
+	unwatched map[types.NamespacedName]struct{}
 }
 
 func newPodWatchers() *podWatchers {
-	return &podWatchers{m: map[types.NamespacedName]bool{}}
+	return &podWatchers{unwatched: map[types.NamespacedName]struct{}{}}
 }
 
-// watch makes the pod store wake key.
+// watch makes the pod store wake key: a pass of key begins.
 func (w *podWatchers) watch(key types.NamespacedName) {
 	w.mu.Lock()
-	w.m[key] = true
+	delete(w.unwatched, key)
 	w.mu.Unlock()
 }
 
-// forget stops it.
-func (w *podWatchers) forget(key types.NamespacedName) {
+// unwatch stops it: the pass decided that it judges no bake.
+func (w *podWatchers) unwatch(key types.NamespacedName) {
 	w.mu.Lock()
-	delete(w.m, key)
+	w.unwatched[key] = struct{}{}
 	w.mu.Unlock()
 }
+
+// forget drops what is known of key, a model that is gone.
+func (w *podWatchers) forget(key types.NamespacedName) { w.watch(key) }
 
 // watched reports whether the pod store wakes key.
 func (w *podWatchers) watched(key types.NamespacedName) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.m[key]
+	_, no := w.unwatched[key]
+	return !no
 }
 
 // countedPredicate is p, counting the events it lets through.

@@ -18,9 +18,9 @@ import (
 )
 
 // DefaultRequeueInterval is the first interval of the backstop timer of a
-// rollout or rollback in flight. Watches on the Deployment and its pods wake
-// the resource on every change; the timer only guards against a missed
-// event, and every judgment that depends on time passing (a progress
+// rollout or rollback in flight. Watches on the Deployment (and, while it
+// bakes, its pods) wake the resource on every change; the timer only guards
+// against a missed event, and every judgment that depends on time passing (a progress
 // deadline of a retry, a bake, a ReplicaFailure's grace, replacing pods in
 // place) sets a timer of its own.
 const DefaultRequeueInterval = 15 * time.Second
@@ -559,8 +559,10 @@ func (d *decider) rollout(retry bool) {
 	if retry {
 		// The failed pointer is still in place (nothing was retained to
 		// roll back to): the retry is judged by what the Deployment reports
-		// from now on, within the spec's progress deadline.
+		// from now on, within the spec's progress deadline; a version that
+		// bakes is judged on its pods as soon as they change.
 		d.start(v1alpha1.RetryRequestedReason, false)
+		d.plan.WatchesPods = d.bakes()
 		return
 	}
 	ours := !proven || d.old.Phase == v1alpha1.PhaseRollingOut
