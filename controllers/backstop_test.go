@@ -14,11 +14,7 @@ import (
 // and no watch event wakes the model meanwhile. The Deployment's report
 // wakes it by its watch event, and the model is Ready.
 func TestBackstopPassesWriteNothing(t *testing.T) {
-	ns := newNamespace(t)
-	op := startOperatorIn(t, ns)
-	createDeployment(t, chartDeployment(ns, "svc", 2))
-	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
-	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	ns, op := rollingOutV1(t, 2)
 
 	passes := func(cause string) float64 {
 		return op.metric(t, controllers.MetricPasses, map[string]string{"woken_by": cause})

@@ -129,11 +129,7 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 // it and fails the bake.
 func TestBakePodsWakeOnlyABake(t *testing.T) {
 	// An operator of this namespace only: the counter is the process's.
-	ns := newNamespace(t)
-	op := startOperatorIn(t, ns)
-	createDeployment(t, chartDeployment(ns, "svc", 1))
-	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
-	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	ns, op := rollingOutV1(t, 1)
 	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
 	waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
 	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
@@ -286,6 +282,19 @@ func mustParse(t *testing.T, selector string) labels.Selector {
 
 // readyAtV1 starts an operator and rolls a model out to v1 on a chart's
 // Deployment "svc" of replicas in a new namespace: Ready.
+// rollingOutV1 starts an operator of a new namespace and a model svc of
+// OpenMed/pii-v1 on a Deployment svc of replicas, and waits until it rolls
+// out: the operator's metrics count this namespace alone.
+func rollingOutV1(t *testing.T, replicas int32) (string, *operator) {
+	t.Helper()
+	ns := newNamespace(t)
+	op := startOperatorIn(t, ns)
+	createDeployment(t, chartDeployment(ns, "svc", replicas))
+	createModel(t, newModel(ns, "svc", "OpenMed/pii-v1"))
+	waitFor(t, ns, "svc", v1alpha1.PhaseRollingOut)
+	return ns, op
+}
+
 func readyAtV1(t *testing.T, replicas int32) (string, *operator) {
 	t.Helper()
 	ns := newNamespace(t)
