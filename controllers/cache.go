@@ -347,7 +347,8 @@ func sharedLabels(labels map[string]string, keys []string) map[string]string {
 }
 
 // withLabelsOf adds to kept the labels of labels that the pruned
-// managedFields entries of manager name (the pod template's labels the
+// managedFields entries of manager name ("f:<key>", as rollout's
+// valueSetters looks for them before it parses; the pod template's labels the
 // operator set under a shard label key it no longer has, see
 // pruneManagedFields), their values stored once. A key that only looks
 // like one there (a label named as a field the entry also owns) is kept
@@ -361,7 +362,7 @@ func withLabelsOf(kept, labels map[string]string, entries []metav1.ManagedFields
 			continue
 		}
 		for _, e := range entries {
-			if e.Manager == manager && e.FieldsV1 != nil && namesField(e.FieldsV1.Raw, k) {
+			if e.Manager == manager && e.FieldsV1 != nil && bytes.Contains(e.FieldsV1.Raw, []byte(`"f:`+k+`"`)) {
 				if kept == nil {
 					kept = map[string]string{}
 				}
@@ -371,23 +372,6 @@ func withLabelsOf(kept, labels map[string]string, entries []metav1.ManagedFields
 		}
 	}
 	return kept
-}
-
-// namesField reports whether a field set's JSON names the field name
-// ("f:<name>").
-func namesField(raw []byte, name string) bool {
-	for i := 0; ; {
-		j := bytes.Index(raw[i:], []byte(name))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		end := at + len(name)
-		if at >= 3 && string(raw[at-3:at]) == `"f:` && end < len(raw) && raw[end] == '"' {
-			return true
-		}
-		i = at + 1
-	}
 }
 
 // pruneManagedFields keeps, of each managedFields entry, the fields drift

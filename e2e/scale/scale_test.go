@@ -30,7 +30,6 @@ import (
 	"maps"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -829,24 +828,9 @@ func (m memory) String() string {
 
 func memoryOf(t *testing.T, pid int) memory {
 	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := memory{rss: harness.PeakRSS(t, pid)}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseInt(f[1], 10, 64)
-		switch f[0] {
-		case "RssFile:":
-			m.file = kb << 10
-		case "RssAnon:":
-			m.anon = kb << 10
-		}
-	}
+	m.file, _ = harness.StatusBytes(pid, "RssFile:")
+	m.anon, _ = harness.StatusBytes(pid, "RssAnon:")
 	return m
 }
 
@@ -855,12 +839,9 @@ var floorBinary string
 
 func buildFloor(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "floor")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./e2e/scale/floor")
-	cmd.Dir = localrun.ModuleRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build e2e/scale/floor: %v\n%s", err, out)
+	bin, err := localrun.Build(context.Background(), t.TempDir(), "github.com/openmed/openmed-operator/e2e/scale/floor", "floor")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

@@ -34,14 +34,21 @@ func ModuleRoot() string {
 // of the toolchain running this program does the build, so `go run` and
 // `go test` never fetch a second toolchain.
 func BuildOperator(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "openmed-operator")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, OperatorPackage)
+	return Build(ctx, dir, OperatorPackage, "openmed-operator")
+}
+
+// Build builds the command pkg of this module into dir/name as
+// BuildOperator builds the operator (the running toolchain, static,
+// stripped) and returns its path.
+func Build(ctx context.Context, dir, pkg, name string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
 	cmd.Dir = ModuleRoot()
 	cmd.Env = append(os.Environ(), "GOTOOLCHAIN="+goruntime.Version(), "CGO_ENABLED=0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build %s: %w\n%s", OperatorPackage, err, out.String())
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, out.String())
 	}
 	return bin, nil
 }

@@ -87,7 +87,17 @@ func (p pointer) withLive(live *appsv1.Deployment, bakes bool) pointer {
 // apply that rolls them anyway (removed, unless another manager set it
 // too: then it stays theirs).
 func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
-	p.stale = staleTemplateLabels(live, p.shard, p.unset, p.manager)
+	// Who set a template label, parsed once per key.
+	setters := map[string]map[string]bool{}
+	settersOf := func(k string) map[string]bool {
+		s, ok := setters[k]
+		if !ok {
+			s = valueSetters(live.ManagedFields, templateLabelPath(k))
+			setters[k] = s
+		}
+		return s
+	}
+	p.stale = staleTemplateLabels(live, p.shard, p.unset, p.manager, settersOf)
 	keys := p.templateKeys()
 	if len(keys) == 0 {
 		return p
@@ -102,16 +112,17 @@ func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 		}
 		var setters map[string]bool
 		if ok {
-			setters = valueSetters(live.ManagedFields, templateLabelPath(k))
+			setters = settersOf(k)
 		}
 		want, wanted := p.shard[k]
 		switch {
 		case slices.Contains(p.stale, k):
-			// A key the operator no longer shards by: kept at its value
-			// only by an apply that does not roll the pods and only while
-			// the operator alone set it (leaving out a label another
-			// manager also set changes nothing).
-			if ok && !rolls && setters[p.manager] && len(others(setters, p.manager)) == 0 {
+			// A key the operator no longer shards by (live has it, the
+			// operator set it): kept at its value only by an apply that
+			// does not roll the pods and only while the operator alone set
+			// it (leaving out a label another manager also set changes
+			// nothing).
+			if !rolls && len(others(setters, p.manager)) == 0 {
 				out[k] = have
 			}
 		case ok && (!rolls || len(others(setters, p.manager)) > 0):
@@ -130,10 +141,11 @@ func (p pointer) withTemplateShard(live *appsv1.Deployment) pointer {
 }
 
 // staleTemplateLabels returns, sorted, the label keys of live's pod template
-// that manager set and that are neither the operator's own (openmed.ai/)
-// nor a shard label key it has now (those of shard and unset): the shard
-// labels of an earlier sharding configuration.
-func staleTemplateLabels(live *appsv1.Deployment, shard map[string]string, unset []string, manager string) []string {
+// that manager set (settersOf says who set a key) and that are neither the
+// operator's own (openmed.ai/) nor a shard label key it has now (those of
+// shard and unset): the shard labels of an earlier sharding configuration.
+func staleTemplateLabels(live *appsv1.Deployment, shard map[string]string, unset []string, manager string,
+	settersOf func(string) map[string]bool) []string {
 	if live == nil || manager == "" {
 		return nil
 	}
@@ -142,7 +154,7 @@ func staleTemplateLabels(live *appsv1.Deployment, shard map[string]string, unset
 		if _, ok := shard[k]; ok || strings.HasPrefix(k, v1alpha1.GroupVersion.Group+"/") || slices.Contains(unset, k) {
 			continue
 		}
-		if valueSetters(live.ManagedFields, templateLabelPath(k))[manager] {
+		if settersOf(k)[manager] {
 			stale = append(stale, k)
 		}
 	}

@@ -753,7 +753,7 @@ func SampleAnon(pid int) *AnonSampler {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if v, ok := statusBytes(pid, "RssAnon:"); ok && v > s.peak.Load() {
+			if v, ok := StatusBytes(pid, "RssAnon:"); ok && v > s.peak.Load() {
 				s.peak.Store(v)
 			}
 			select {
@@ -780,8 +780,8 @@ func (s *AnonSampler) Stop() int64 {
 	return s.Peak()
 }
 
-// statusBytes reads a "Key:   N kB" line of /proc/pid/status in bytes.
-func statusBytes(pid int, key string) (int64, bool) {
+// StatusBytes reads a "Key:   N kB" line of /proc/pid/status in bytes.
+func StatusBytes(pid int, key string) (int64, bool) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, false
