@@ -205,8 +205,8 @@ func TestBakeEndsOnPodsReadFromTheAPIServer(t *testing.T) {
 	short := strings.TrimPrefix(hash, "sha256:")[:10]
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc-" + short + "-a",
-			Labels:      map[string]string{"app.kubernetes.io/name": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
-			Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: ns + "/svc"},
+			Labels:          map[string]string{"app.kubernetes.io/name": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
+			Annotations:     map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: ns + "/svc"},
 			OwnerReferences: []metav1.OwnerReference{templateReplicaSet(t, getDeployment(t, ns, "svc"), short)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
 	}

@@ -72,9 +72,9 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 	// model, and one of 200 KiB: kept as another workload's pod, nothing
 	// of their values kept.
 	hostile := map[string]*corev1.Pod{
-		"another namespace's copy": pendingPodOf("openmed-service-7c9d8f6b5-copy", "victims/clinical-ner", unschedulableCondition(schedulerVerdict)),
+		"another namespace's copy":     pendingPodOf("openmed-service-7c9d8f6b5-copy", "victims/clinical-ner", unschedulableCondition(schedulerVerdict)),
 		"an owner that names no model": pendingPodOf("openmed-service-7c9d8f6b5-x", "models/clinical ner", unschedulableCondition(schedulerVerdict)),
-		"an owner of 200 KiB": pendingPodOf("openmed-service-7c9d8f6b5-y", "models/"+strings.Repeat("x", 200*1024), unschedulableCondition(schedulerVerdict)),
+		"an owner of 200 KiB":          pendingPodOf("openmed-service-7c9d8f6b5-y", "models/"+strings.Repeat("x", 200*1024), unschedulableCondition(schedulerVerdict)),
 	}
 	for name, pod := range hostile {
 		t.Run(name, func(t *testing.T) {

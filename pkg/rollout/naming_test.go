@@ -279,11 +279,11 @@ func TestParseOwnerKey(t *testing.T) {
 	}
 	digest := Digest([]byte("x"))
 	for s, want := range map[string]bool{
-		digest:                       true,
-		strings.ToUpper(digest):      false,
-		digest[:len(digest)-1]:       false,
-		digest + "0":                 false,
-		"sha512:" + digest[7:]:       false,
+		digest:                          true,
+		strings.ToUpper(digest):         false,
+		digest[:len(digest)-1]:          false,
+		digest + "0":                    false,
+		"sha512:" + digest[7:]:          false,
 		digest[:20] + "g" + digest[21:]: false,
 	} {
 		if IsDigest(s) != want {
