@@ -662,8 +662,8 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	if observed.Deployment != nil {
 		observed.PendingPods = r.pending.pods(rollout.OwnerKey(obj))
 	}
-	if observed.Deployment != nil && len(observed.Pods)+len(observed.PendingPods) > 0 {
-		observed.ReplicaSets, *readAround, err = r.targetReplicaSets(ctx, client.ObjectKeyFromObject(obj), observed.Deployment, observed.Pods, observed.PendingPods)
+	if observed.Deployment != nil {
+		observed.ReplicaSets, *readAround, err = r.targetReplicaSets(ctx, client.ObjectKeyFromObject(obj), observed.Deployment, judgedPods(observed.Pods, observed.PendingPods)...)
 		if err != nil {
 			return observed, read, err
 		}
@@ -715,7 +715,7 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 	}
 	p.observed.Pods, p.observed.PodsRead = pods, true
 	p.observed.NotReadyNodes = r.notReadyNodes(ctx, pods)
-	rs, _, err := r.targetReplicaSets(ctx, p.key, target, pods, p.observed.PendingPods)
+	rs, _, err := r.targetReplicaSets(ctx, p.key, target, judgedPods(pods, p.observed.PendingPods)...)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // A pod changes a model's verdict (a bake, a pod the scheduler cannot
@@ -242,4 +244,17 @@ func (r *OpenMedModelReconciler) readReplicaSet(ctx context.Context, namespace, 
 		return false, fmt.Errorf("read the ReplicaSet %s/%s of a pod of the target: %w", namespace, name, err)
 	}
 	return rs.UID == uid && controllingDeployment(rs.OwnerReferences) == deployment, nil
+}
+
+// judgedPods are the pods whose ReplicaSets a pass verifies: every bake
+// pod, and of the pods waiting for a node those the scheduler could not
+// place (rollout.Unschedulable), the only ones a decision reads.
+func judgedPods(bake, pending []corev1.Pod) [][]corev1.Pod {
+	var unplaced []corev1.Pod
+	for i := range pending {
+		if rollout.Unschedulable(&pending[i]) != nil {
+			unplaced = append(unplaced, pending[i])
+		}
+	}
+	return [][]corev1.Pod{bake, unplaced}
 }

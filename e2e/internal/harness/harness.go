@@ -539,6 +539,10 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 	}
 	short := strings.TrimPrefix(h, "sha256:")
 	short = short[:min(10, len(short))]
+	owner, err := s.ensureReplicaSet(d, short)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for i := 0; i < int(ptr.Deref(d.Spec.Replicas, 1)); i++ {
 		name := fmt.Sprintf("%s-%s-%d", d.Name, short, i)
@@ -552,7 +556,6 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		for k, v := range d.Spec.Template.Labels {
 			labels[k] = v
 		}
-		owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: d.Name + "-" + short, UID: d.UID, Controller: ptr.To(true)}
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations,
 				OwnerReferences: []metav1.OwnerReference{owner}},
@@ -572,6 +575,33 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// ensureReplicaSet creates, unless it exists, the ReplicaSet of d's
+// template whose pod-template-hash is hash, as the Deployment controller
+// does (named "<deployment>-<hash>", the template's labels and the hash,
+// controlled by d), and returns the controller reference its pods carry:
+// a pod counts for a model only through that chain of UIDs.
+func (s *StandIn) ensureReplicaSet(d *appsv1.Deployment, hash string) (metav1.OwnerReference, error) {
+	ctx := context.Background()
+	labels := map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}
+	for k, v := range d.Spec.Template.Labels {
+		labels[k] = v
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: d.Spec.Template.Spec}},
+	}
+	err := s.c.Create(ctx, rs)
+	if apierrors.IsAlreadyExists(err) {
+		err = s.c.Get(ctx, client.ObjectKeyFromObject(rs), rs)
+	}
+	if err != nil {
+		return metav1.OwnerReference{}, err
+	}
+	return *metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet")), nil
 }
 
 // crash reports, after wait, that the pod's container was OOM-killed and
