@@ -65,7 +65,11 @@ const lagRecheck = 2 * time.Second
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;impersonate
+// ServiceAccounts are read (their metadata, impersonate.go) but not
+// impersonated with a cluster-wide right, which would reach kube-system's
+// controllers too: the bundle's ClusterRole openmed-impersonator grants it
+// where a RoleBinding in a tenant namespace binds it to the operator.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

@@ -98,7 +98,9 @@ func TestOverlaysRender(t *testing.T) {
 					t.Errorf("bundle lacks %s; has %v", want, got)
 				}
 			}
-			if !ov.clusterWide && (slices.Contains(got, "ClusterRole/openmed-operator") || slices.Contains(got, "ClusterRoleBinding/openmed-operator")) {
+			if !ov.clusterWide && slices.ContainsFunc(got, func(k string) bool {
+				return strings.HasPrefix(k, "ClusterRole/") || strings.HasPrefix(k, "ClusterRoleBinding/")
+			}) {
 				t.Errorf("namespaced bundle grants cluster-wide access: %v", got)
 			}
 			for _, o := range objs {
@@ -422,15 +424,18 @@ func TestServiceAccountAccess(t *testing.T) {
 			access{"watch", "apps", "deployments", "", true},
 			access{"patch", "apps", "deployments", "team-a", true},
 			access{"create", "", "configmaps", "team-a", true},
-			// A model with spec.serviceAccountName writes as it.
-			access{"impersonate", "", "serviceaccounts", "team-a", true},
+			// Impersonation only where a tenant binds it
+			// (TestImpersonationIsPerNamespace).
+			access{"impersonate", "", "serviceaccounts", "team-a", false},
+			access{"impersonate", "", "serviceaccounts", "", false},
 			access{"impersonate", "", "users", "", false},
 		),
 		kustomize.LockdownOverlay: append(lockdownCommon("openmed-system", "team-a"),
 			access{"list", "openmed.ai", "openmedmodels", "", true},
 			access{"watch", "apps", "deployments", "", true},
 			access{"get", "", "configmaps", "team-a", true},
-			access{"impersonate", "", "serviceaccounts", "team-a", true},
+			access{"impersonate", "", "serviceaccounts", "team-a", false},
+			access{"impersonate", "", "serviceaccounts", "", false},
 			// No write of its own on what belongs to a tenant.
 			access{"patch", "apps", "deployments", "team-a", false},
 			access{"patch", "apps", "deployments", "openmed-system", false},
@@ -449,6 +454,9 @@ func TestServiceAccountAccess(t *testing.T) {
 			access{"patch", "apps", "deployments", "team-a", false},
 			access{"create", "", "configmaps", "team-a", false},
 			access{"create", "", "events", "team-a", false},
+			// Its own namespace is its only tenant.
+			access{"impersonate", "", "serviceaccounts", "openmed-models", true},
+			access{"impersonate", "", "serviceaccounts", "team-a", false},
 		),
 	}
 	for _, ov := range overlays {

@@ -172,15 +172,17 @@ func (c *Cluster) LeaseNamespace() string {
 const TenantServiceAccount = "openmed-deployer"
 
 // Tenant makes ns a tenant namespace in a lockdown cluster: it creates the
-// objects of examples/tenancy/tenant-role.yaml there (the namespace
-// replaced, nothing else) and returns the ServiceAccount the models of ns
-// name. Outside the lockdown it does nothing and returns "".
+// objects of examples/tenancy/tenant-role.yaml and
+// examples/tenancy/impersonator-binding.yaml there (the namespace replaced,
+// nothing else) and returns the ServiceAccount the models of ns name.
+// Outside the lockdown it does nothing and returns "".
 func (c *Cluster) Tenant(t *testing.T, ns string) string {
 	t.Helper()
 	if !c.Lockdown() {
 		return ""
 	}
 	ApplyTenantRole(t, c.Client, ns)
+	ApplyImpersonatorBinding(t, c.Client, ns)
 	return TenantServiceAccount
 }
 
@@ -189,6 +191,22 @@ func (c *Cluster) Tenant(t *testing.T, ns string) string {
 func ApplyTenantRole(t *testing.T, c client.Client, ns string) {
 	t.Helper()
 	objs, err := localrun.TenantRole(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ApplyImpersonatorBinding creates examples/tenancy/impersonator-binding.yaml
+// in ns, the namespace replaced (localrun.ImpersonatorBinding): the operator
+// may then impersonate the ServiceAccounts of ns.
+func ApplyImpersonatorBinding(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	objs, err := localrun.ImpersonatorBinding(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
