@@ -39,10 +39,12 @@ import (
 // Deployments, manifest ConfigMaps and pods are not in the manager's cache:
 // the reconciler keeps the claimed Deployments, the ConfigMaps it created
 // and the pods of baking versions in stores of its own, in a smaller shape
-// (deployments.go, configmaps.go, pods.go). A ConfigMap is kept with its
-// name, owner and version only (PruneConfigMap; in a shard, its shard
-// labels too): a manifest ConfigMap is immutable and named by the hash of
-// its content, so its owner and name say what it holds. A Deployment is pruned
+// (deployments.go, configmaps.go, pods.go). A ConfigMap is watched as
+// metadata and kept with its name, controller and version only
+// (PruneConfigMap; in a shard, its shard labels too): what a manifest
+// ConfigMap holds is known from the model's record of the ConfigMaps the
+// operator wrote or read (status.verifiedConfigMaps, by UID), or read when
+// a pass needs it. A Deployment is pruned
 // to what a decision reads (PruneDeployment: the operator's annotations and
 // labels, the shard labels, replicas, strategy, deadline, paused, the
 // preload env entry of each container, status), and its managedFields to
@@ -306,9 +308,9 @@ func intern(s string) string { return unique.Make(s).Value() }
 
 // PruneConfigMap returns a ConfigMap as the ConfigMap store keeps it
 // (configmaps.go): its identity, resourceVersion, creation and deletion
-// times and owner references, no data (and, in a shard, its shard labels);
-// the data of one that is not immutable, which the operator did not write.
-// Anything but a *corev1.ConfigMap is returned as it is.
+// times and its controller reference to an OpenMedModel, no data (and, in a
+// shard, its shard labels). Anything but a *corev1.ConfigMap or a
+// ConfigMap's *metav1.PartialObjectMetadata is returned as it is.
 func PruneConfigMap(obj any) (any, error) {
 	k, err := keepConfigMap(obj, nil)
 	if kept, ok := k.(*keptConfigMap); ok {
