@@ -536,18 +536,44 @@ func attributes(p fieldpath.Path, shard []string) bool {
 	return false
 }
 
-// operatorKeys keeps the openmed.ai annotations (or labels), their keys and
+// operatorKeys keeps of a Deployment's (or its pod template's) labels or
+// annotations the operator's own keys (operatorKeyValues), their keys and
 // values stored once for all cached objects (a manifest hash is the one the
-// model's status holds).
+// model's status holds). Whoever may label a Deployment as claimed may
+// also give it any other openmed.ai key, or 256 KiB in one of these:
+// nothing else is kept, and a value the operator could not have written
+// is kept as foreignValue, which a decision reads as somebody else's.
 func operatorKeys(in map[string]string) map[string]string {
 	var out map[string]string
-	for k, v := range in {
-		if strings.HasPrefix(k, "openmed.ai/") {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[intern(k)] = intern(v)
+	for k, valid := range operatorKeyValues {
+		v, ok := in[k]
+		if !ok {
+			continue
 		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if !valid(v) {
+			v = foreignValue
+		}
+		// k is the table's own string: no copy per object.
+		out[k] = intern(v)
 	}
 	return out
+}
+
+// foreignValue is what the Deployment store keeps of an operator's key
+// whose value the operator could not have written (an owner annotation
+// that names no model, a manifest hash that is no digest, a label of
+// another value): not empty, never equal to a value the operator writes.
+const foreignValue = "<foreign>"
+
+// operatorKeyValues are the label and annotation keys of its own the
+// operator reads on a Deployment and its pod template, each with the test
+// of a value it may have written.
+var operatorKeyValues = map[string]func(string) bool{
+	v1alpha1.ModelResourceAnnotation: func(v string) bool { _, _, ok := rollout.ParseOwnerKey(v); return ok },
+	v1alpha1.ManifestHashAnnotation:  rollout.IsDigest,
+	v1alpha1.ClaimedLabel:            func(v string) bool { return v == "true" },
+	v1alpha1.BakeLabel:               func(v string) bool { return v == "true" },
 }

@@ -3,6 +3,7 @@ package controllers
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -233,4 +234,64 @@ func decodeCaptured(t *testing.T, file string, obj any) {
 	if err := json.UnmarshalCaseSensitivePreserveInts(raw, obj); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestKeptDeploymentBounded: whoever may label a Deployment as claimed
+// decides what the Deployment store receives: 200 KiB in the operator's
+// owner annotation, in its manifest-hash annotation, in any other
+// openmed.ai annotation, and a literal preload value of 200 KiB. The store
+// keeps the operator's keys only, a value it could not have written as
+// foreignValue (a foreign owner, as before), and a digest of the literal;
+// what it holds stays within TestCachedBytes' budget of a Deployment.
+func TestKeptDeploymentBounded(t *testing.T) {
+	big := strings.Repeat("x", 200*1024)
+	d := &appsv1.Deployment{}
+	decodeCaptured(t, "deployment.json", d)
+	d.Annotations[v1alpha1.ModelResourceAnnotation] = "models/" + big
+	d.Annotations["openmed.ai/anything"] = big
+	d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] = big
+	d.Spec.Template.Annotations["openmed.ai/else"] = big
+	d.Spec.Template.Labels[v1alpha1.BakeLabel] = "maybe"
+	for i := range d.Spec.Template.Spec.Containers[0].Env {
+		if e := &d.Spec.Template.Spec.Containers[0].Env[i]; e.Name == v1alpha1.PreloadEnvVar {
+			e.Value, e.ValueFrom = big, nil
+		}
+	}
+	kept, err := keepDeployment(d, nil, rollout.DefaultFieldManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kept.(*keptDeployment)
+	got := k.deployment()
+	want := map[string]string{v1alpha1.ModelResourceAnnotation: foreignValue}
+	if !maps.Equal(got.Annotations, want) {
+		t.Errorf("annotations kept: %v, want %v", keys(got.Annotations), want)
+	}
+	if a := got.Spec.Template.Annotations; len(a) != 2 || a[v1alpha1.ManifestHashAnnotation] != foreignValue {
+		t.Errorf("template annotations kept: %v", keys(a))
+	}
+	if got.Spec.Template.Labels[v1alpha1.BakeLabel] != foreignValue {
+		t.Errorf("bake label kept as %q", got.Spec.Template.Labels[v1alpha1.BakeLabel])
+	}
+	for _, e := range got.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == v1alpha1.PreloadEnvVar && (len(e.Value) > maxKeptEnvValue || e.Value == "") {
+			t.Errorf("the literal preload value kept with %d bytes", len(e.Value))
+		}
+	}
+	size := 0
+	for _, s := range append(append(append(k.labels, k.annotations...), k.templateLabels...), k.templateAnnotations...) {
+		size += len(s)
+	}
+	if size > 1024 {
+		t.Errorf("the kept labels and annotations hold %d bytes", size)
+	}
+}
+
+// keys returns m's keys with the length of each value.
+func keys(m map[string]string) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = len(v)
+	}
+	return out
 }

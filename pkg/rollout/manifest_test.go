@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -218,4 +219,42 @@ func TestManifestVerified(t *testing.T) {
 // equalStatus reports whether two statuses are the same.
 func equalStatus(a, b v1alpha1.OpenMedModelStatus) bool {
 	return apiequality.Semantic.DeepEqual(a, b)
+}
+
+// TestConfigMapWritesCarryTheUID: a relabel and a deletion of a manifest
+// ConfigMap carry the UID the pass observed; the real API server refuses
+// both for another ConfigMap created under the name since
+// (target.ErrReplaced), which keeps its labels and stays, and takes both
+// for the one the pass observed.
+func TestConfigMapWritesCarryTheUID(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	ctx := context.Background()
+	name := c.obj.Status.ManifestConfigMapName
+	old := c.configMaps()[name]
+	c.replaceConfigMap(name, otherModel)
+	now := c.configMaps()[name]
+	shard := "shard-1"
+	labels := map[string]*string{"sharding.fluxcd.io/key": &shard}
+	if err := target.LabelConfigMap(ctx, env.Client, c.ns, name, old.UID, labels); !errors.Is(err, target.ErrReplaced) {
+		t.Errorf("relabel with the replaced ConfigMap's UID: %v, want ErrReplaced", err)
+	}
+	if err := target.DeleteConfigMap(ctx, env.Client, c.ns, name, old.UID); !errors.Is(err, target.ErrReplaced) {
+		t.Errorf("delete with the replaced ConfigMap's UID: %v, want ErrReplaced", err)
+	}
+	if cm, ok := c.configMaps()[name]; !ok || cm.UID != now.UID || cm.Labels["sharding.fluxcd.io/key"] != "" {
+		t.Fatalf("the ConfigMap created since was touched: present %v, labels %v", ok, cm.Labels)
+	}
+	if err := target.LabelConfigMap(ctx, env.Client, c.ns, name, now.UID, labels); err != nil {
+		t.Fatal(err)
+	}
+	if c.configMaps()[name].Labels["sharding.fluxcd.io/key"] != shard {
+		t.Error("the relabel with the right UID did not land")
+	}
+	if err := target.DeleteConfigMap(ctx, env.Client, c.ns, name, now.UID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.configMaps()[name]; ok {
+		t.Error("the delete with the right UID did not land")
+	}
 }

@@ -325,12 +325,13 @@ func LabelConfigMap(ctx context.Context, c client.Client, namespace, name string
 }
 
 // uidRefused reports the API server's answer to a write whose UID
-// precondition another object of the name failed: a delete's 409
-// ("Precondition failed: UID in precondition …"), or a patch's 422 on
-// metadata.uid (an object's UID never changes).
+// precondition another object of the name failed: a delete's 409 (its only
+// precondition is the UID: "the UID in the precondition … does not match
+// the UID in record"), or a patch's 422 on metadata.uid (an object's UID
+// never changes).
 func uidRefused(err error) bool {
 	if apierrors.IsConflict(err) {
-		return strings.Contains(err.Error(), "UID in precondition")
+		return true
 	}
 	if !apierrors.IsInvalid(err) {
 		return false
