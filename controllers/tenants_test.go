@@ -119,7 +119,15 @@ func TestForgedPodsFailNoBake(t *testing.T) {
 		}
 	}
 
-	got := waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	var got *v1alpha1.OpenMedModel
+	eventually(t, "Ready at v2 after the bake, or rolled back", func() (bool, string) {
+		got = getModel(t, ns, "svc")
+		return got.Status.Phase == v1alpha1.PhaseRolledBack || (got.Status.Phase == v1alpha1.PhaseReady && got.Status.ActiveVersion == "OpenMed/pii-v2"),
+			fmt.Sprintf("%s active %s", got.Status.Phase, got.Status.ActiveVersion)
+	})
+	if got.Status.Phase == v1alpha1.PhaseRolledBack {
+		t.Fatalf("rolled back: a pod that only claims to belong failed the bake (%v)", condition(got, v1alpha1.DegradedCondition))
+	}
 	if got.Status.ActiveVersion != "OpenMed/pii-v2" || got.Status.History[0].Version != "OpenMed/pii-v2" {
 		t.Errorf("active %s, history %s: the bake was failed by a pod that only claims to belong", got.Status.ActiveVersion, got.Status.History[0].Version)
 	}

@@ -99,7 +99,12 @@ func TestForgedPodsFromAnotherTenant(t *testing.T) {
 		if !restarted.Before(bakeEnd) {
 			t.Fatalf("the copy restarted at %s, after the bake's end %s: the test proves nothing", restarted.Format(time.RFC3339), bakeEnd.Format(time.RFC3339))
 		}
-		ready := waitServing(t, ns, v2)
+		ready := waitState(t, ns, "Ready at "+v2+", or rolled back", func(s state) bool {
+			return s.m.Status.Phase == v1alpha1.PhaseRolledBack || (s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.ActiveVersion == v2 && settled(s.d))
+		})
+		if ready.m.Status.Phase == v1alpha1.PhaseRolledBack {
+			t.Fatalf("rolled back to %s: another tenant's pod failed the bake (%s)", ready.m.Status.ActiveVersion, ready)
+		}
 		if h := ready.m.Status.History; len(h) == 0 || h[0].Version != v2 {
 			t.Errorf("history %v: v2 not retained", h)
 		}
