@@ -151,7 +151,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // failed-step reasons a status reports, and the writes whose failure cannot
 // be reported in status.
 var errorReasons = []string{
-	v1alpha1.ManifestConflictReason, v1alpha1.ManifestFailedReason, v1alpha1.ApplyRejectedReason,
+	v1alpha1.ManifestConflictReason, v1alpha1.ManifestMismatchReason, v1alpha1.ManifestFailedReason, v1alpha1.ApplyRejectedReason,
 	v1alpha1.ApplyFailedReason, v1alpha1.ReleaseFailedReason, v1alpha1.PruneFailedReason,
 	v1alpha1.InternalErrorReason, reasonStatusWriteFailed, reasonFinalizerWriteFailed,
 }

@@ -1079,6 +1079,13 @@ func (r *OpenMedModelReconciler) record(p *pass) {
 			r.ModelMetrics.rolloutEnded(obj.Namespace, rolloutSucceeded, r.rolloutDuration(p.key, now))
 		case v1alpha1.RolloutFailedReason:
 			r.ModelMetrics.rolloutEnded(obj.Namespace, rolloutFailed, r.rolloutDuration(p.key, now))
+		case v1alpha1.ManifestMismatchReason:
+			if p.observed.Failure == nil {
+				// Found by the decision, not a failed step (report
+				// counts those): a replaced ConfigMap is an error a
+				// person should look into, though the pass mends it.
+				r.ModelMetrics.countError(v1alpha1.ManifestMismatchReason)
+			}
 		}
 	}
 	for _, d := range plan.Drift {

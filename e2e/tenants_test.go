@@ -76,7 +76,12 @@ func TestForgedPodsFromAnotherTenant(t *testing.T) {
 		copyTemplate(t, attacker, s.d, func(tmpl *corev1.PodTemplateSpec) {
 			tmpl.Annotations[minicluster.RestartContainerAnnotation] = tmpl.Spec.Containers[0].Name
 		})
-		baking := waitState(t, ns, "baking "+v2, func(s state) bool { return s.m.Status.BakeStartedAt != nil })
+		baking := waitState(t, ns, "baking "+v2+", or rolled back", func(s state) bool {
+			return s.m.Status.BakeStartedAt != nil || s.m.Status.Phase == v1alpha1.PhaseRolledBack
+		})
+		if baking.m.Status.Phase == v1alpha1.PhaseRolledBack {
+			t.Fatalf("rolled back to %s: another tenant's pod failed the bake (%s)", baking.m.Status.ActiveVersion, baking)
+		}
 		bakeEnd := baking.m.Status.BakeStartedAt.Add(bakeSeconds * time.Second)
 		// The copy's container restarted before the bake could end: the
 		// bake had it to judge.
