@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -428,10 +429,17 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return p.requeue(wokeCacheLag, lagRecheck), nil
 	}
 	p.plan = r.decide(p)
-	if len(p.plan.ReadConfigMaps) > 0 {
-		// The target may point at a manifest ConfigMap only once its
-		// content is known: read it and decide again.
-		if err := r.readConfigMaps(ctx, p); err != nil {
+	// The target may point at a manifest ConfigMap only once its content
+	// is known: read what the plan asks for and decide again. A decision
+	// consults the desired version's ConfigMap and a rollback's: a third
+	// round that still asks is a ConfigMap replaced again while the pass
+	// read it, a failure of this pass.
+	for round := 0; len(p.plan.ReadConfigMaps) > 0; round++ {
+		err := errManifestsMoving
+		if round < 2 {
+			err = r.readConfigMaps(ctx, p)
+		}
+		if err != nil {
 			return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
 		}
 		p.plan = r.decide(p)
@@ -701,6 +709,10 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	return observed, read, nil
 }
 
+// errManifestsMoving fails a pass whose decisions kept asking to read
+// manifest ConfigMaps (see reconcile).
+var errManifestsMoving = errors.New("the manifest ConfigMaps changed while the pass read them")
+
 // readConfigMaps reads from the API server the manifest ConfigMaps the
 // plan must know the content of (rollout.Plan.ReadConfigMaps), whole, into
 // the observed contents. One that is gone leaves the observed ConfigMaps
@@ -717,7 +729,7 @@ func (r *OpenMedModelReconciler) readConfigMaps(ctx context.Context, p *pass) er
 		case err != nil:
 			return fmt.Errorf("read the manifest ConfigMap %s/%s of OpenMedModel %s: %w", p.obj.Namespace, name, p.key, err)
 		default:
-			p.observed.ConfigMapContents = append(p.observed.ConfigMapContents, *cm)
+			p.observed.ConfigMapContents = append(slices.DeleteFunc(p.observed.ConfigMapContents, func(c corev1.ConfigMap) bool { return c.Name == name }), *cm)
 		}
 	}
 	return nil
