@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -236,8 +237,10 @@ func pendingTemplatePod(t *testing.T, d *appsv1.Deployment) string {
 }
 
 // TestLongNamedModelKeepsItsEvents: a model named with 253 characters (the
-// longest name the API server takes) gets its events: their names are cut
-// to a DNS subdomain of at most 253 characters, not refused.
+// longest name the API server takes) gets its events, and their names are
+// DNS subdomains of at most 253 characters, as the events.k8s.io API and
+// every tool that checks object names require (the core/v1 API stores a
+// longer one without a word).
 func TestLongNamedModelKeepsItsEvents(t *testing.T) {
 	ns := newNamespace(t)
 	startOperatorIn(t, ns)
@@ -250,6 +253,18 @@ func TestLongNamedModelKeepsItsEvents(t *testing.T) {
 	m.Spec.TargetRef.Name = "svc"
 	createModel(t, m)
 	recordedEvents(t, ns, name, v1alpha1.RolloutStartedReason, 1)
+	var list corev1.EventList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name != name {
+			continue
+		}
+		if errs := validation.IsDNS1123Subdomain(e.Name); len(errs) > 0 {
+			t.Errorf("event %s of %d characters: its name is no DNS subdomain of at most 253: %v", e.Reason, len(e.Name), errs)
+		}
+	}
 }
 
 // TestReplacedManifestRestored: whoever may delete and create ConfigMaps

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,8 +151,13 @@ func TestForgedPodsFromAnotherTenant(t *testing.T) {
 			}
 			return false, "not yet"
 		})
-		// Longer than unschedulableSeconds (2 s) and a backstop pass (15 s
-		// at first: here the pod's watch events come first).
+		// No event of the copy's pod wakes the model (a pod of another
+		// namespace is no model's): a reconcile request makes sure a pass
+		// met it, then the next seconds — longer than unschedulableSeconds
+		// (2 s) — must not show it either.
+		requested := time.Now().Format(time.RFC3339Nano)
+		annotate(t, ns, meta.ReconcileRequestAnnotation, requested)
+		waitState(t, ns, "the reconcile request handled", func(s state) bool { return s.m.Status.LastHandledReconcileAt == requested })
 		deadline := time.Now().Add(8 * time.Second)
 		for time.Now().Before(deadline) {
 			m := read(t, ns).m
