@@ -187,7 +187,7 @@ func wakeController(q workqueue.TypedRateLimitingInterface[reconcile.Request], k
 // for its first list.
 type configMapStore struct {
 	informer toolscache.SharedIndexInformer
-	byOwner  *ownerMap[types.UID, *keptConfigMap]
+	byOwner  *ownerMap[ownerKey, *keptConfigMap]
 	// registration is Start's event handler.
 	registration toolscache.ResourceEventHandlerRegistration
 	wakeCounter
@@ -210,21 +210,28 @@ func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Sel
 	if err := inf.SetTransform(func(obj any) (any, error) { return keepConfigMap(obj, shard) }); err != nil {
 		return nil, err
 	}
-	return &configMapStore{informer: inf, byOwner: newOwnerMap[types.UID, *keptConfigMap]()}, nil
+	return &configMapStore{informer: inf, byOwner: newOwnerMap[ownerKey, *keptConfigMap]()}, nil
+}
+
+// ownerKey files a kept ConfigMap under its namespace and its controller's
+// UID: a ConfigMap of another namespace that names a model's UID in its
+// owner reference (no controller of Kubernetes honours one across
+// namespaces) is not filed with the model's own.
+type ownerKey struct {
+	namespace string
+	uid       types.UID
 }
 
 // owned returns the kept ConfigMaps whose controller is the OpenMedModel
 // uid of namespace, by name, as pruned *corev1.ConfigMaps.
 func (s *configMapStore) owned(namespace string, uid types.UID) []corev1.ConfigMap {
-	kept := s.byOwner.get(uid)
+	kept := s.byOwner.get(ownerKey{namespace, uid})
 	if len(kept) == 0 {
 		return nil
 	}
 	out := make([]corev1.ConfigMap, 0, len(kept))
 	for _, k := range kept {
-		if k.namespace == namespace {
-			out = append(out, *k.configMap())
-		}
+		out = append(out, *k.configMap())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -237,10 +244,8 @@ type namedVersion struct{ name, version string }
 // without building the ConfigMaps.
 func (s *configMapStore) versions(namespace string, uid types.UID) []namedVersion {
 	var out []namedVersion
-	for _, k := range s.byOwner.get(uid) {
-		if k.namespace == namespace {
-			out = append(out, namedVersion{k.name, k.resourceVersion})
-		}
+	for _, k := range s.byOwner.get(ownerKey{namespace, uid}) {
+		out = append(out, namedVersion{k.name, k.resourceVersion})
 	}
 	return out
 }
@@ -252,12 +257,12 @@ func (s *configMapStore) put(k *keptConfigMap, gone bool) {
 	if uid == "" {
 		return
 	}
-	same := func(o *keptConfigMap) bool { return o.name == k.name && o.namespace == k.namespace }
+	same := func(o *keptConfigMap) bool { return o.name == k.name }
 	if gone {
-		s.byOwner.remove(uid, same)
+		s.byOwner.remove(ownerKey{k.namespace, uid}, same)
 		return
 	}
-	s.byOwner.put(uid, k, same)
+	s.byOwner.put(ownerKey{k.namespace, uid}, k, same)
 }
 
 var _ source.TypedSyncingSource[reconcile.Request] = (*configMapStore)(nil)
@@ -341,11 +346,14 @@ func (w *writtenManifests) add(model types.NamespacedName, rec v1alpha1.Verified
 }
 
 // unrecorded returns the writes of model that recorded (the model's
-// status.verifiedConfigMaps) does not hold, and forgets the others.
-func (w *writtenManifests) unrecorded(model types.NamespacedName, recorded []v1alpha1.VerifiedConfigMap) []v1alpha1.VerifiedConfigMap {
+// status.verifiedConfigMaps) does not hold and that are still among cached
+// (the model's ConfigMaps as the store has them), and forgets the others.
+func (w *writtenManifests) unrecorded(model types.NamespacedName, recorded []v1alpha1.VerifiedConfigMap, cached []corev1.ConfigMap) []v1alpha1.VerifiedConfigMap {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	recs := slices.DeleteFunc(w.m[model], func(r v1alpha1.VerifiedConfigMap) bool { return slices.Contains(recorded, r) })
+	recs := slices.DeleteFunc(w.m[model], func(r v1alpha1.VerifiedConfigMap) bool {
+		return slices.Contains(recorded, r) || !slices.ContainsFunc(cached, func(cm corev1.ConfigMap) bool { return cm.Name == r.Name && cm.UID == r.UID })
+	})
 	if len(recs) == 0 {
 		delete(w.m, model)
 		return nil

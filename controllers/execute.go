@@ -89,7 +89,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 	}
 	for _, l := range plan.LabelConfigMaps {
-		err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, p.observed.ConfigMapUID(l.Name), l.Labels)
+		err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, p.observed.ConfigMapUID(l.Name, p.obj.UID), l.Labels)
 		switch {
 		case errors.Is(err, target.ErrReplaced):
 			// Another ConfigMap of the name since the pass read it:
@@ -175,7 +175,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 	}
 	for _, name := range plan.PruneConfigMaps {
-		err := target.DeleteConfigMap(wctx, r.Writer, ns, name, p.observed.ConfigMapUID(name))
+		err := target.DeleteConfigMap(wctx, r.Writer, ns, name, p.observed.ConfigMapUID(name, p.obj.UID))
 		switch {
 		case errors.Is(err, target.ErrReplaced):
 			return outcome{stale: true}

@@ -71,7 +71,7 @@ func TestCachedBytes(t *testing.T) {
 		{kind: "ConfigMap", file: "configmap.json", new: func() client.Object { return &corev1.ConfigMap{} },
 			transform: func(obj any) (any, error) { return keepConfigMap(obj, nil) },
 			hold: func() func(any) {
-				s := &configMapStore{byOwner: newOwnerMap[types.UID, *keptConfigMap]()}
+				s := &configMapStore{byOwner: newOwnerMap[ownerKey, *keptConfigMap]()}
 				return func(obj any) { s.put(obj.(*keptConfigMap), false) }
 			},
 			perModel: 2, budget: 700, objects: 10},

@@ -428,29 +428,19 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
 		return p.requeue(wokeCacheLag, lagRecheck), nil
 	}
-	p.plan = r.decide(p)
-	// The target may point at a manifest ConfigMap only once its content
-	// is known: read what the plan asks for and decide again. A decision
-	// consults the desired version's ConfigMap and a rollback's: a third
-	// round that still asks is a ConfigMap replaced again while the pass
-	// read it, a failure of this pass.
-	for round := 0; len(p.plan.ReadConfigMaps) > 0; round++ {
-		err := errManifestsMoving
-		if round < 2 {
-			err = r.readConfigMaps(ctx, p)
-		}
-		if err != nil {
-			return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
-		}
-		p.plan = r.decide(p)
+	if err := r.decideReading(ctx, p); err != nil {
+		return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
 	}
 	if p.plan.ReadPods {
 		// The bake ends in this pass unless the pods, as the API server
 		// has them, show a failure the pod store has not received yet.
-		if err := r.readBakePods(ctx, p); err != nil {
+		err := r.readBakePods(ctx, p)
+		if err == nil {
+			err = r.decideReading(ctx, p)
+		}
+		if err != nil {
 			return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
 		}
-		p.plan = r.decide(p)
 	}
 	if !p.plan.WatchesPods {
 		r.podWatchers.unwatch(p.key)
@@ -654,7 +644,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			return observed, targetWaiting, nil
 		}
 		observed.ConfigMaps = cms
-		observed.WrittenConfigMaps = r.written.unrecorded(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.Status.VerifiedConfigMaps)
+		observed.WrittenConfigMaps = r.written.unrecorded(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.Status.VerifiedConfigMaps, cms)
 	}
 	desired, previous := rollout.TargetNames(obj)
 	var err error
@@ -709,9 +699,29 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	return observed, read, nil
 }
 
+// decideReading runs the core on what the pass observed, and reads what
+// its plan asks to know of manifest ConfigMaps (rollout.Plan.ReadConfigMaps)
+// before deciding again: the target may point at one only once its content
+// is known. A read copy decides for its name, so each round asks for other
+// names; the ConfigMaps a decision consults (the one the target points at,
+// the desired version's, a rollback's) are read in three rounds at most.
+func (r *OpenMedModelReconciler) decideReading(ctx context.Context, p *pass) error {
+	p.plan = r.decide(p)
+	for round := 0; len(p.plan.ReadConfigMaps) > 0; round++ {
+		if round == 3 {
+			return errManifestsMoving
+		}
+		if err := r.readConfigMaps(ctx, p); err != nil {
+			return err
+		}
+		p.plan = r.decide(p)
+	}
+	return nil
+}
+
 // errManifestsMoving fails a pass whose decisions kept asking to read
-// manifest ConfigMaps (see reconcile).
-var errManifestsMoving = errors.New("the manifest ConfigMaps changed while the pass read them")
+// manifest ConfigMaps of new names (see decideReading).
+var errManifestsMoving = errors.New("the pass kept asking to read manifest ConfigMaps")
 
 // readConfigMaps reads from the API server the manifest ConfigMaps the
 // plan must know the content of (rollout.Plan.ReadConfigMaps), whole, into

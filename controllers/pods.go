@@ -97,6 +97,12 @@ func compactPod(obj any) (any, error) {
 	owner, manifestHash := podAnnotations(p)
 	out := &bakePod{owner: owner, manifestHash: manifestHash}
 	out.Namespace, out.Name, out.ResourceVersion = intern(p.Namespace), p.Name, p.ResourceVersion
+	if owner == "" {
+		// No model's pod (another workload's, or a copy of a model's
+		// pod template in another namespace): nothing is read of it,
+		// only its key is kept.
+		return out, nil
+	}
 	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	out.replicaSet, out.replicaSetUID = podReplicaSet(p)
 	out.templateHash, out.node = intern(p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]), intern(p.Spec.NodeName)

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -145,10 +146,12 @@ type replicaSetVerdicts struct {
 }
 
 // modelReplicaSets are one model's verdicts on ReplicaSets read from the
-// API server, for the target Deployment deployment.
+// API server, for the target Deployment deployment; order holds their
+// UIDs, least recently used first.
 type modelReplicaSets struct {
 	deployment types.UID
 	owned      map[types.UID]bool
+	order      []types.UID
 }
 
 // maxReplicaSetVerdicts bounds a model's verdicts: pods of the model's
@@ -168,8 +171,17 @@ func (v *replicaSetVerdicts) get(model types.NamespacedName, deployment, uid typ
 	if m == nil || m.deployment != deployment {
 		return false, false
 	}
-	owned, ok = m.owned[uid]
+	if owned, ok = m.owned[uid]; ok {
+		m.touch(uid)
+	}
 	return owned, ok
+}
+
+// touch makes uid the last used verdict.
+func (m *modelReplicaSets) touch(uid types.UID) {
+	if i := slices.Index(m.order, uid); i >= 0 {
+		m.order = append(slices.Delete(m.order, i, i+1), uid)
+	}
 }
 
 // put keeps the verdict on the ReplicaSet uid for model's target
@@ -178,9 +190,21 @@ func (v *replicaSetVerdicts) put(model types.NamespacedName, deployment, uid typ
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	m := v.models[model]
-	if m == nil || m.deployment != deployment || len(m.owned) >= maxReplicaSetVerdicts {
+	if m == nil || m.deployment != deployment {
 		m = &modelReplicaSets{deployment: deployment, owned: map[types.UID]bool{}}
 		v.models[model] = m
+	}
+	if _, ok := m.owned[uid]; ok {
+		m.touch(uid)
+	} else {
+		if len(m.order) == maxReplicaSetVerdicts {
+			// The least recently used goes: the version's own
+			// ReplicaSets are met in every pass and stay, whatever
+			// number of forged UIDs pods of the namespace name.
+			delete(m.owned, m.order[0])
+			m.order = slices.Delete(m.order, 0, 1)
+		}
+		m.order = append(m.order, uid)
 	}
 	m.owned[uid] = owned
 }

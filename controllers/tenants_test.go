@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -355,4 +356,38 @@ func TestReplacedManifestRestored(t *testing.T) {
 			t.Errorf("the replaced ConfigMap was read %d times, want once", n)
 		}
 	})
+}
+
+// TestBakeEndsAfterARestart: an operator that stops right after it applied
+// a version that bakes (its manifest ConfigMap written, not yet recorded in
+// the status) is replaced by a new process, which knows nothing of that
+// write: it reads the ConfigMap once, records it, and the bake ends Ready
+// at the version.
+func TestBakeEndsAfterARestart(t *testing.T) {
+	ns, op := readyAtV1(t, 1)
+	patchModel(t, ns, "svc", func(m *v1alpha1.OpenMedModel) {
+		m.Spec.Version = "OpenMed/pii-v2"
+		m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](3)
+	})
+	var d *appsv1.Deployment
+	eventually(t, "the baking template applied", func() (bool, string) {
+		d = getDeployment(t, ns, "svc")
+		return d.Spec.Template.Labels[v1alpha1.BakeLabel] == "true", fmt.Sprintf("template labels %v", d.Spec.Template.Labels)
+	})
+	op.stop()
+	m := getModel(t, ns, "svc")
+	name := m.Status.ManifestConfigMapName
+	if slices.ContainsFunc(m.Status.VerifiedConfigMaps, func(r v1alpha1.VerifiedConfigMap) bool { return r.Name == name }) {
+		t.Fatalf("%s recorded before the restart: the test proves nothing", name)
+	}
+	next := startOperator(t)
+	createTemplatePod(t, d)
+	updateDeploymentStatus(t, ns, "svc", rolloutComplete)
+	got := waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	if got.Status.ActiveVersion != "OpenMed/pii-v2" || !slices.ContainsFunc(got.Status.VerifiedConfigMaps, func(r v1alpha1.VerifiedConfigMap) bool { return r.Name == name }) {
+		t.Errorf("active %s, verified %v", got.Status.ActiveVersion, got.Status.VerifiedConfigMaps)
+	}
+	if n := next.writes.readsOf("/api/v1/namespaces/" + ns + "/configmaps/" + name); n != 1 {
+		t.Errorf("the new process read %s %d times, want once", name, n)
+	}
 }

@@ -106,16 +106,21 @@ type Observed struct {
 	Failure *Failure
 }
 
-// ConfigMapUID is the UID of the manifest ConfigMap name as the pass
-// observed it (a copy read in the pass first), "" when it did not: the
-// precondition of a write to it, so a ConfigMap created under the name since
-// is never touched.
-func (o *Observed) ConfigMapUID(name string) types.UID {
+// ConfigMapUID is the UID of the manifest ConfigMap name of the model
+// owner (its UID) as the pass observed it (a copy read in the pass first),
+// "" when it observed none of the model's: the precondition of a write to
+// it, so a ConfigMap created under the name since, or one the model does
+// not own, is never touched.
+func (o *Observed) ConfigMapUID(name string, owner types.UID) types.UID {
 	for _, list := range [][]corev1.ConfigMap{o.ConfigMapContents, o.ConfigMaps} {
 		for i := range list {
-			if list[i].Name == name {
+			if list[i].Name != name {
+				continue
+			}
+			if ref := metav1.GetControllerOfNoCopy(&list[i]); ref != nil && ref.UID == owner && owner != "" {
 				return list[i].UID
 			}
+			return ""
 		}
 	}
 	return ""

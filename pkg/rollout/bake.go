@@ -3,7 +3,6 @@ package rollout
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -268,7 +267,7 @@ func OwnedByTarget(p *corev1.Pod, namespace string, replicaSets []types.UID) boo
 		return false
 	}
 	ref := metav1.GetControllerOfNoCopy(p)
-	return ref != nil && ref.Kind == "ReplicaSet" && strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/") && slices.Contains(replicaSets, ref.UID)
+	return ref != nil && ref.Kind == "ReplicaSet" && ref.APIVersion == appsv1.SchemeGroupVersion.String() && slices.Contains(replicaSets, ref.UID)
 }
 
 // BakePodSelector selects the pods the pass that ends a bake reads from

@@ -275,7 +275,7 @@ func (d *decider) reconcile() {
 	// A reset is handled only by a pass that can act on it: a blocked pass
 	// (a missing target, say) leaves it for the first one that is not, so
 	// the retry is never used up before it can start.
-	if !d.resolveTarget() {
+	if !d.resolveTarget() || !d.verifyPointed() {
 		return
 	}
 	retry := d.reset()
@@ -453,6 +453,11 @@ func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
 func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool) {
 	hash := ManifestHash(spec)
 	want := manifestConfigMap(d.obj, spec, d.manifestName(spec))
+	if slices.ContainsFunc(d.plan.EnsureConfigMaps, func(cm *corev1.ConfigMap) bool { return cm.Name == want.Name }) {
+		// Planned already in this pass (verifyPointed, then apply or
+		// ready).
+		return true, true
+	}
 	shard, _ := d.shardLabels()
 	for k, v := range shard {
 		want.Labels[k] = v
@@ -470,6 +475,12 @@ func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool
 			if !slices.Contains(d.plan.ReadConfigMaps, cm.Name) {
 				d.plan.ReadConfigMaps = append(d.plan.ReadConfigMaps, cm.Name)
 			}
+			return false, false
+		case contentTaken:
+			// Replaced by an object the model does not own since the
+			// store saw it: not the operator's to delete.
+			d.blocked(manifestConflictTuple, v1alpha1.PhasePending, reconciling, "", "")
+			d.plan.Requeue = true
 			return false, false
 		}
 		if !slices.Contains(d.plan.PruneConfigMaps, cm.Name) {
@@ -490,16 +501,56 @@ func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool
 // ManifestConfigMapName.
 func (d *decider) manifestName(spec v1alpha1.NormalizedSpec) string {
 	hash := ManifestHash(spec)
+	name := ManifestConfigMapName(spec.ManifestConfigMapName, hash)
 	legacy := LegacyManifestConfigMapName(spec.ManifestConfigMapName, hash)
-	if dep := d.obs.Deployment; dep != nil && pointedConfigMap(dep, spec.TargetRef.ContainerName) == legacy {
-		return legacy
+	// The name the target points at stays: changing it rolls the pods.
+	if dep := d.obs.Deployment; dep != nil {
+		if p := pointedConfigMap(dep, spec.TargetRef.ContainerName); p == name || p == legacy {
+			return p
+		}
+	}
+	// Then a name the model recorded for the manifest, then a legacy
+	// ConfigMap it owns (a version retained before the suffix grew).
+	for _, r := range d.old.VerifiedConfigMaps {
+		if r.ManifestHash == hash && (r.Name == name || r.Name == legacy) {
+			return r.Name
+		}
 	}
 	for i := range d.obs.ConfigMaps {
 		if cm := &d.obs.ConfigMaps[i]; cm.Name == legacy && ownedBy(cm, d.obj) {
 			return legacy
 		}
 	}
-	return ManifestConfigMapName(spec.ManifestConfigMapName, hash)
+	return name
+}
+
+// verifyPointed checks, on every pass that goes on to roll out, roll back
+// or hold, the manifest ConfigMap the target points at: its new pods load
+// it, whether or not the pass applies anything. It is judged as the
+// manifest of the spec it is named for (the desired spec, a rollback's, a
+// retained one's), as ensureManifest does: unknown content is read,
+// other content is ManifestMismatch and the pass stops there; one that is
+// missing is written again. A name that is no spec's of the model's is
+// not its to judge.
+func (d *decider) verifyPointed() bool {
+	name := pointedConfigMap(d.obs.Deployment, d.desired.TargetRef.ContainerName)
+	if name == "" {
+		return true
+	}
+	specs := []v1alpha1.NormalizedSpec{d.desired}
+	if r := d.st.RollbackSpec; r != nil {
+		specs = append(specs, *r)
+	}
+	for _, e := range d.history {
+		specs = append(specs, e.Spec)
+	}
+	for _, spec := range specs {
+		if d.manifestName(spec) == name {
+			_, ok := d.ensureManifest(spec)
+			return ok
+		}
+	}
+	return true
 }
 
 // contentOf is what the pass knows of the content of cm, an owned
@@ -514,7 +565,10 @@ func (d *decider) contentOf(cm, want *corev1.ConfigMap, hash string) content {
 		if read.Name != cm.Name {
 			continue
 		}
-		if !ownedBy(read, d.obj) || !sameData(read, want) {
+		if !ownedBy(read, d.obj) {
+			return contentTaken
+		}
+		if !sameData(read, want) {
 			return contentOther
 		}
 		d.verified(v1alpha1.VerifiedConfigMap{Name: read.Name, UID: read.UID, ManifestHash: hash}, true)
@@ -551,7 +605,9 @@ func (d *decider) recordVerified() {
 		return
 	}
 	var out []v1alpha1.VerifiedConfigMap
-	for _, r := range append(slices.Clone(d.old.VerifiedConfigMaps), d.verifiedNow...) {
+	// What this process wrote rides along too, whether or not this pass
+	// consulted it (a rollout's passes between the apply and Ready do not).
+	for _, r := range append(append(slices.Clone(d.old.VerifiedConfigMaps), d.obs.WrittenConfigMaps...), d.verifiedNow...) {
 		if slices.Contains(d.plan.PruneConfigMaps, r.Name) || !slices.ContainsFunc(d.obs.ConfigMaps, func(cm corev1.ConfigMap) bool {
 			return cm.Name == r.Name && (cm.UID == r.UID || slices.ContainsFunc(d.obs.ConfigMapContents, func(read corev1.ConfigMap) bool {
 				return read.Name == r.Name && read.UID == r.UID
@@ -563,6 +619,11 @@ func (d *decider) recordVerified() {
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) > v1alpha1.MaxVerifiedConfigMaps {
+		// More ConfigMaps of the model than it retains versions: the
+		// records beyond the bound are read again when a pass needs them.
+		out = out[:v1alpha1.MaxVerifiedConfigMaps]
+	}
 	if len(out) == 0 {
 		out = nil
 	}
@@ -979,9 +1040,10 @@ func (d *decider) ready(rolledOut bool) {
 	if !ok {
 		return
 	}
-	if created {
+	if created && !conditionIs(d.old, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.ManifestMismatchReason) {
 		// The ConfigMap the pods read was deleted; recreating it under the
-		// same content-addressed name needs no rollout.
+		// same content-addressed name needs no rollout. (After a
+		// ManifestMismatch the operator deleted it: no drift.)
 		d.recordDrift([]Drift{{Field: "configmap " + d.pointerFor(d.desired).cmName, Removed: true}})
 	}
 	announce := rolledOut || (d.old.Phase != v1alpha1.PhaseReady && d.old.Phase != v1alpha1.PhaseRollingOut)

@@ -169,6 +169,12 @@ func sortedKeys(m map[string]corev1.ConfigMap) []string {
 func (s *sim) pass(failure *Failure, keepStatus bool) {
 	obs := s.observed(failure)
 	plan := decide(s.t, s.obj, obs)
+	if len(plan.ReadConfigMaps) > 0 {
+		// As the reconciler does: read the ConfigMaps (the simulator's
+		// hold their data) and decide again.
+		obs.ConfigMapContents = obs.ConfigMaps
+		plan = decide(s.t, s.obj, obs)
+	}
 	s.checkInvariants(obs, plan)
 	if failure == nil {
 		for _, cm := range plan.EnsureConfigMaps {

@@ -466,7 +466,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 		c.written = append(c.written, v1alpha1.VerifiedConfigMap{Name: cm.Name, UID: uid, ManifestHash: ManifestConfigMapHash(cm)})
 	}
 	for _, l := range plan.LabelConfigMaps {
-		if err := target.LabelConfigMap(ctx, cl, c.ns, l.Name, obs.ConfigMapUID(l.Name), l.Labels); err != nil {
+		if err := target.LabelConfigMap(ctx, cl, c.ns, l.Name, obs.ConfigMapUID(l.Name, c.obj.UID), l.Labels); err != nil {
 			return err
 		}
 	}
@@ -497,7 +497,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 		}
 	}
 	for _, name := range plan.PruneConfigMaps {
-		if err := target.DeleteConfigMap(ctx, cl, c.ns, name, obs.ConfigMapUID(name)); err != nil {
+		if err := target.DeleteConfigMap(ctx, cl, c.ns, name, obs.ConfigMapUID(name, c.obj.UID)); err != nil {
 			return err
 		}
 	}

@@ -115,6 +115,9 @@ const (
 	// contentOther: anything else (other data, or a ConfigMap whose data
 	// may change).
 	contentOther
+	// contentTaken: read in the pass, the ConfigMap of the name is no
+	// longer the model's (replaced since the store saw it).
+	contentTaken
 )
 
 // ManifestConfigMapHash is the manifest hash of what a manifest ConfigMap

@@ -188,6 +188,96 @@ func TestManifestVerified(t *testing.T) {
 		}
 	})
 
+	t.Run("the record of what the operator wrote rides on a rollout's next status write", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		c.pass()
+		name := c.obj.Status.ManifestConfigMapName
+		if slices.ContainsFunc(c.obj.Status.VerifiedConfigMaps, func(r v1alpha1.VerifiedConfigMap) bool { return r.Name == name }) {
+			t.Fatalf("%s recorded before its create answered", name)
+		}
+		// The Deployment's progress moves the Reconciling message: a
+		// status write the record rides on.
+		c.markRolling()
+		p := c.pass()
+		if !slices.ContainsFunc(p.Status.VerifiedConfigMaps, func(r v1alpha1.VerifiedConfigMap) bool { return r.Name == name }) {
+			t.Errorf("the rollout's status write does not record %s: %v", name, p.Status.VerifiedConfigMaps)
+		}
+	})
+
+	t.Run("a ConfigMap replaced during the rollout is found before the rollout goes on", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		c.setVersion(v2)
+		c.pass()
+		c.markRolling()
+		name := c.obj.Status.ManifestConfigMapName
+		if pointedConfigMap(c.dep(), "openmed-service") != name {
+			t.Fatalf("the target points at %s, want %s", pointedConfigMap(c.dep(), "openmed-service"), name)
+		}
+		c.replaceConfigMap(name, otherModel)
+		p := c.pass()
+		if !slices.Equal(p.PruneConfigMaps, []string{name}) ||
+			!conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.ManifestMismatchReason) {
+			t.Fatalf("a rollout pass over a replaced ConfigMap: prune %v, %v", p.PruneConfigMaps, condSummary(p.Status))
+		}
+		// The pass that writes the manifest again (before its status)
+		// finds the rollout complete.
+		c.markReady()
+		p = c.pass()
+		if len(p.EnsureConfigMaps) != 1 || p.Status.Phase != v1alpha1.PhaseReady || c.configMaps()[name].Data[v1alpha1.PreloadEnvVar] != v2 {
+			t.Fatalf("after the restore: created %d, %s %v, preload %q", len(p.EnsureConfigMaps), p.Status.Phase, condSummary(p.Status), c.configMaps()[name].Data[v1alpha1.PreloadEnvVar])
+		}
+	})
+
+	t.Run("a ConfigMap the model no longer owns is not deleted", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		name := c.obj.Status.ManifestConfigMapName
+		// A new process whose store still shows the model's ConfigMap,
+		// of a UID the status does not record (an upgrade, say), while
+		// another object has replaced it under the name.
+		c.written = nil
+		c.writeStatus(func() v1alpha1.OpenMedModelStatus {
+			st := *c.obj.Status.DeepCopy()
+			st.VerifiedConfigMaps = nil
+			return st
+		}())
+		c.refresh()
+		stale := c.observed()
+		c.deleteConfigMap(name)
+		foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name}, Data: otherModel}
+		if err := env.Client.Create(context.Background(), foreign); err != nil {
+			t.Fatal(err)
+		}
+		first := decideWith(t, c.obj, stale, c.opts)
+		if !slices.Equal(first.ReadConfigMaps, []string{name}) {
+			t.Fatalf("reads %v, want %s", first.ReadConfigMaps, name)
+		}
+		stale.ConfigMapContents = []corev1.ConfigMap{c.configMaps()[name]}
+		p := decideWith(t, c.obj, stale, c.opts)
+		if slices.Contains(p.PruneConfigMaps, name) || stale.ConfigMapUID(name, c.obj.UID) != "" ||
+			!conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.ManifestConflictReason) {
+			t.Fatalf("prune %v, UID for a write %q, %v: a ConfigMap the model does not own must not be deleted", p.PruneConfigMaps, stale.ConfigMapUID(name, c.obj.UID), condSummary(p.Status))
+		}
+	})
+
+	t.Run("a legacy ConfigMap does not take the target from the name it points at", func(t *testing.T) {
+		c := newCluster(t)
+		c.readyAt(v1)
+		spec := normalize(t, c.obj)
+		legacy := manifestConfigMap(c.obj, spec, LegacyManifestConfigMapName(spec.ManifestConfigMapName, ManifestHash(spec)))
+		if err := env.Client.Create(context.Background(), legacy); err != nil {
+			t.Fatal(err)
+		}
+		generation := c.dep().Generation
+		p := c.pass()
+		if p.ApplyDeployment != nil || c.dep().Generation != generation || p.Status.ManifestConfigMapName == legacy.Name {
+			t.Fatalf("apply %v, generation %d (was %d), ConfigMap %s: a legacy ConfigMap rolled the pods", p.ApplyDeployment != nil, c.dep().Generation, generation, p.Status.ManifestConfigMapName)
+		}
+	})
+
 	t.Run("a target pointed at a legacy name keeps it", func(t *testing.T) {
 		c := newCluster(t)
 		c.readyAt(v1)

@@ -309,6 +309,9 @@ func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader,
 // cannot change), and ErrReplaced says so. A ConfigMap that is gone needs
 // no labels.
 func LabelConfigMap(ctx context.Context, c client.Client, namespace, name string, uid types.UID, labels map[string]*string) error {
+	if uid == "" {
+		return fmt.Errorf("label ConfigMap %s/%s: %w", namespace, name, ErrNoUID)
+	}
 	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid, "labels": labels}})
 	if err != nil {
 		return err
@@ -351,6 +354,11 @@ func uidRefused(err error) bool {
 // other content than the manifest of its name.
 var ErrManifestMismatch = errors.New("the ConfigMap holds other content than the manifest")
 
+// ErrNoUID refuses a write to a ConfigMap without the UID it is
+// conditional on (the pass observed no ConfigMap of the name that its
+// model owns).
+var ErrNoUID = errors.New("no UID to make the write conditional on")
+
 // ErrReplaced says a write conditional on a ConfigMap's UID met another
 // ConfigMap of that name: the one the pass read was deleted and another
 // created.
@@ -365,6 +373,9 @@ var ErrNameTaken = errors.New("the name is taken by an object this resource does
 // since the pass read it is not deleted (ErrReplaced). One that is gone
 // already is fine.
 func DeleteConfigMap(ctx context.Context, c client.Client, namespace, name string, uid types.UID) error {
+	if uid == "" {
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, name, ErrNoUID)
+	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	err := c.Delete(ctx, cm, client.Preconditions{UID: &uid})
 	switch {

@@ -410,6 +410,11 @@ type HistoryEntry struct {
 	ReadyAt metav1.Time `json:"readyAt"`
 }
 
+// MaxVerifiedConfigMaps bounds status.verifiedConfigMaps: twice the most
+// versions a model retains (MaxRevisionHistoryLimit), and the desired and a
+// rollback's, each under a name and its legacy name.
+const MaxVerifiedConfigMaps = 202
+
 // VerifiedConfigMap is a manifest ConfigMap whose content the operator
 // knows to be the manifest it writes: one it created (the create's answer
 // names its UID), or one it read and found to hold exactly that manifest,
