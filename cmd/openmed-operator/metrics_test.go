@@ -99,13 +99,13 @@ func TestMetricsEndpoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			if resp.StatusCode != tc.want {
-				t.Fatalf("GET %s as %s answered %s, want %d: %.200s", url, tc.as, resp.Status, tc.want, body)
+				t.Fatalf("GET %s as %s answered %s, want %d: %.200q", url, tc.as, resp.Status, tc.want, body)
 			}
 			if resp.Proto != "HTTP/1.1" {
 				t.Errorf("GET %s: protocol %s, want HTTP/1.1", url, resp.Proto)
 			}
 			if tc.body != "" && !strings.Contains(string(body), tc.body) {
-				t.Errorf("GET %s as %s: the answer lacks %q: %.300s", url, tc.as, tc.body, body)
+				t.Errorf("GET %s as %s: the answer lacks %q: %.300q", url, tc.as, tc.body, body)
 			}
 		})
 	}
