@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,8 +60,7 @@ func TestBakeReadsPodsThroughItsStore(t *testing.T) {
 				Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: owner},
 				// The ReplicaSet controller's owner reference: the bake
 				// reads only pods of the target's ReplicaSets.
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
-					Name: "svc-" + short, UID: types.UID("rs-" + short), Controller: ptr.To(true)}}},
+				OwnerReferences: []metav1.OwnerReference{templateReplicaSet(t, getDeployment(t, ns, "svc"), short)}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
 		}
 		if err := env.Client.Create(ctx, p); err != nil {
@@ -207,10 +205,9 @@ func TestBakeEndsOnPodsReadFromTheAPIServer(t *testing.T) {
 	short := strings.TrimPrefix(hash, "sha256:")[:10]
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc-" + short + "-a",
-			Labels:      map[string]string{"app.kubernetes.io/name": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
-			Annotations: map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: ns + "/svc"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
-				Name: "svc-" + short, UID: types.UID("rs-" + short), Controller: ptr.To(true)}}},
+			Labels:          map[string]string{"app.kubernetes.io/name": "svc", appsv1.DefaultDeploymentUniqueLabelKey: short, v1alpha1.BakeLabel: "true"},
+			Annotations:     map[string]string{v1alpha1.ManifestHashAnnotation: hash, v1alpha1.ModelResourceAnnotation: ns + "/svc"},
+			OwnerReferences: []metav1.OwnerReference{templateReplicaSet(t, getDeployment(t, ns, "svc"), short)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
 	}
 	if err := env.Client.Create(ctx, p); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/tools/reference"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -149,7 +151,7 @@ func (r *EventRecorder) enqueue(object runtime.Object, annotations map[string]st
 	e := &corev1.Event{
 		ObjectMeta: metav1.ObjectMeta{
 			// Fixed here, so every retry of this event names the same object.
-			Name:        fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()),
+			Name:        eventName(ref.Name, now.Time),
 			Namespace:   ref.Namespace,
 			Annotations: annotations,
 		},
@@ -237,4 +239,18 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// eventName names an event of the object named object at t as client-go's
+// recorder does, "<object>.<nanoseconds in hex>", with the object's part cut
+// so the name stays a DNS subdomain of at most 253 characters: an object
+// named with 253 characters would otherwise give an event the API server
+// refuses, and the event would be lost.
+func eventName(object string, t time.Time) string {
+	suffix := fmt.Sprintf(".%016x", t.UnixNano())
+	if max := validation.DNS1123SubdomainMaxLength - len(suffix); len(object) > max {
+		// A subdomain's labels end in a letter or digit.
+		object = strings.TrimRight(object[:max], ".-")
+	}
+	return object + suffix
 }

@@ -2,7 +2,9 @@ package controllers
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -47,4 +50,28 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return scheme
+}
+
+// TestEventName: an event's name is the object's name and the time in
+// nanoseconds as hex, as client-go's recorder names it, cut to a DNS
+// subdomain of at most 253 characters for the longest object names.
+func TestEventName(t *testing.T) {
+	at := time.Unix(1_765_000_000, 123)
+	for _, tc := range []struct {
+		object, want string
+	}{
+		{object: "openmed-service", want: "openmed-service.187e8a260c90807b"},
+		{object: strings.Repeat("a", 236), want: strings.Repeat("a", 236) + ".187e8a260c90807b"},
+		{object: strings.Repeat("a", 253), want: strings.Repeat("a", 236) + ".187e8a260c90807b"},
+		// The cut would end a label in a dash or a dot: both go.
+		{object: strings.Repeat("a", 234) + "-.b" + strings.Repeat("c", 20), want: strings.Repeat("a", 234) + ".187e8a260c90807b"},
+	} {
+		got := eventName(tc.object, at)
+		if got != tc.want {
+			t.Errorf("eventName(%d characters) = %q, want %q", len(tc.object), got, tc.want)
+		}
+		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+			t.Errorf("eventName(%d characters) = %q is no DNS subdomain: %v", len(tc.object), got, errs)
+		}
+	}
 }

@@ -48,7 +48,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		case rollout.Rejected:
 			f.Detail = rejectionDetail(err)
 		case rollout.Denied:
-			f.Detail = rejectionDetail(err)
+			f.Detail = deniedDetail(err, p.obj.Namespace)
 		}
 		log.Error(err, "step failed", "step", step, "kind", f.Kind)
 		return outcome{failure: f}

@@ -86,3 +86,50 @@ func TestRejectionDetail(t *testing.T) {
 		})
 	}
 }
+
+// TestDeniedDetail: a refused impersonation names the binding to add in
+// the model's namespace, not the operator's identity; the
+// ServiceAccount's own denial stays the API server's answer (which user
+// may not make which verb on which resource). The errors are built as the
+// API server's authorization filters build them.
+func TestDeniedDetail(t *testing.T) {
+	forbidden := func(resource, name, msg string) error {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name, errors.New(msg))
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{{
+		name: "the impersonation refused",
+		err: forbidden("serviceaccounts", "openmed-deployer",
+			`User "system:serviceaccount:openmed-system:openmed-operator" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "team-b"`),
+		want: "the operator may not impersonate ServiceAccounts in namespace team-b: bind ClusterRole openmed-impersonator to its ServiceAccount there (RoleBinding openmed-impersonator)",
+	}, {
+		// Kubernetes 1.36 and later try constrained impersonation first.
+		name: "constrained impersonation refused for the write",
+		err: forbidden("configmaps", "",
+			`User "system:serviceaccount:openmed-system:openmed-operator" cannot impersonate-on:serviceaccount:create resource "configmaps" in API group "" in the namespace "team-b"`),
+		want: "the operator may not impersonate ServiceAccounts in namespace team-b: bind ClusterRole openmed-impersonator to its ServiceAccount there (RoleBinding openmed-impersonator)",
+	}, {
+		name: "constrained impersonation refused for the ServiceAccount",
+		err: forbidden("serviceaccounts", "openmed-deployer",
+			`User "system:serviceaccount:openmed-system:openmed-operator" cannot impersonate:serviceaccount resource "serviceaccounts" in API group "authentication.k8s.io" in the namespace "team-b"`),
+		want: "the operator may not impersonate ServiceAccounts in namespace team-b: bind ClusterRole openmed-impersonator to its ServiceAccount there (RoleBinding openmed-impersonator)",
+	}, {
+		name: "the ServiceAccount may not write",
+		err: forbidden("configmaps", "",
+			`User "system:serviceaccount:team-b:default" cannot create resource "configmaps" in API group "" in the namespace "team-b"`),
+		want: `User "system:serviceaccount:team-b:default" cannot create resource "configmaps" in API group "" in the namespace "team-b"`,
+	}, {
+		name: "impersonating a user, not a ServiceAccount",
+		err:  forbidden("users", "alice", `User "bob" cannot impersonate resource "users" in API group "" at the cluster scope`),
+		want: `User "bob" cannot impersonate resource "users" in API group "" at the cluster scope`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deniedDetail(tc.err, "team-b"); got != tc.want {
+				t.Errorf("detail %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

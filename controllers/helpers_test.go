@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -300,3 +301,30 @@ func contains(list []string, s string) bool {
 }
 
 func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+// templateReplicaSet returns the controller reference of d's ReplicaSet of
+// the pod-template-hash hash, which it creates the first time as the
+// Deployment controller does: named "<deployment>-<hash>", labelled with
+// the template's labels and the hash, controlled by d's UID. The test
+// environment runs no controllers: it creates no pod of its own.
+func templateReplicaSet(t *testing.T, d *appsv1.Deployment, hash string) metav1.OwnerReference {
+	t.Helper()
+	ctx := context.Background()
+	rs := &appsv1.ReplicaSet{}
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Name + "-" + hash}, rs)
+	if apierrors.IsNotFound(err) {
+		l := maps.Clone(d.Spec.Template.Labels)
+		l[appsv1.DefaultDeploymentUniqueLabelKey] = hash
+		rs = &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash, Labels: l,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: l},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: d.Spec.Template.Spec}},
+		}
+		err = env.Client.Create(ctx, rs)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
+}

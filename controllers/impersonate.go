@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // Impersonation: the writes a pass makes for a model (its manifest
@@ -97,6 +99,47 @@ func isAccessDenied(err error) bool {
 	}
 	msg := err.Error()
 	return strings.Contains(msg, " cannot ") && strings.Contains(msg, ` resource "`)
+}
+
+// isImpersonationDenied reports the API server's refusal of the
+// impersonation itself: the operator may not impersonate ServiceAccounts
+// in the namespace (no RoleBinding of rollout.ImpersonatorRole there), so
+// no write of the model is even authorized as the ServiceAccount. The API
+// server checks it before the write. Since Kubernetes 1.36 it tries
+// constrained impersonation (KEP-5284) before the impersonate verb and
+// answers with the first refusal, so the verb it names may be either.
+func isImpersonationDenied(err error) bool {
+	if !isAccessDenied(err) {
+		return false
+	}
+	msg := err.Error()
+	for _, refusal := range impersonationRefusals {
+		if strings.Contains(msg, refusal) {
+			return true
+		}
+	}
+	return false
+}
+
+// impersonationRefusals are the parts of a refused impersonation of a
+// ServiceAccount: the impersonate verb on serviceaccounts, and constrained
+// impersonation's verbs for ServiceAccounts (impersonate:serviceaccount,
+// and impersonate-on:serviceaccount:<verb> on the written resource).
+var impersonationRefusals = []string{
+	` cannot impersonate resource "serviceaccounts"`,
+	` cannot impersonate:serviceaccount resource `,
+	` cannot impersonate-on:serviceaccount:`,
+}
+
+// deniedDetail is the detail of a write in namespace that the API server's
+// authorization denied: the binding to add when the impersonation was
+// refused (the answer names the operator's identity, not what to do), else
+// the answer (which user may not make which verb on which resource).
+func deniedDetail(err error, namespace string) string {
+	if isImpersonationDenied(err) {
+		return rollout.ImpersonationDenied(namespace)
+	}
+	return rejectionDetail(err)
 }
 
 // serviceAccountMissing reports whether the ServiceAccount namespace/name

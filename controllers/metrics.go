@@ -56,6 +56,9 @@ type Metrics struct {
 	// wakesBy are wakes' counters by source, read-only once built.
 	wakesBy map[string]prometheus.Counter
 
+	// managers and fields bound the manager and field labels (MaxLabelValues).
+	managers, fields boundedLabel
+
 	mu sync.Mutex
 	// namespaces whose rollout and rollback counters are initialised.
 	namespaces map[string]bool
@@ -85,11 +88,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"namespace", "trigger"}),
 		drift: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricDriftCorrections,
-			Help: "Owned target fields corrected or replaced after another field manager set them, by that manager (\"\" when none is on record).",
+			Help: "Owned target fields corrected or replaced after another field manager set them, by that manager (\"\" when none is on record; \"other\" past the first 32 names).",
 		}, []string{"manager"}),
 		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricOwnershipConflicts,
-			Help: "Ownership conflicts detected: one field manager kept reverting a field the operator owns.",
+			Help: "Ownership conflicts detected: one field manager kept reverting a field the operator owns (\"other\" past the first 32 managers or fields).",
 		}, []string{"manager", "field"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricReconcileErrors,
@@ -354,14 +357,48 @@ func (m *Metrics) countBakeFailure(namespace, reason string) {
 
 func (m *Metrics) countDrift(manager string) {
 	if m != nil {
-		m.drift.WithLabelValues(manager).Inc()
+		m.drift.WithLabelValues(m.managers.value(manager)).Inc()
 	}
 }
 
 func (m *Metrics) countConflict(manager, field string) {
 	if m != nil {
-		m.conflicts.WithLabelValues(manager, field).Inc()
+		m.conflicts.WithLabelValues(m.managers.value(manager), m.fields.value(field)).Inc()
 	}
+}
+
+// MaxLabelValues is how many distinct values the manager label of
+// openmed_drift_corrections_total and openmed_ownership_conflicts_total,
+// and the field label of the latter, take: the first ones seen by the
+// process; any other is counted as OtherLabelValue. A field manager's name
+// is whatever a client sends (kubectl --field-manager), so a loop of
+// patches under new names would otherwise add a series each.
+const MaxLabelValues = 32
+
+// OtherLabelValue stands for the label values past the first MaxLabelValues.
+const OtherLabelValue = "other"
+
+// boundedLabel hands out a label's values: the first MaxLabelValues it is
+// given as they are, every later one as OtherLabelValue.
+type boundedLabel struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (b *boundedLabel) value(v string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.seen[v] {
+		return v
+	}
+	if len(b.seen) >= MaxLabelValues {
+		return OtherLabelValue
+	}
+	if b.seen == nil {
+		b.seen = map[string]bool{}
+	}
+	b.seen[v] = true
+	return v
 }
 
 // countPass counts a pass by what woke it (wokenBy).

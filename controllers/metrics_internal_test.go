@@ -135,3 +135,30 @@ func TestModelInfoScrapeSharesLabelPairs(t *testing.T) {
 		t.Errorf("a gather allocates %d bytes, want at most half of constant metrics' %d", a, b)
 	}
 }
+
+// TestManagerLabelBounded: the manager label of the drift and conflict
+// counters takes the first MaxLabelValues names, then "other" (a loop of
+// patches under new field-manager names adds no series past it); the
+// counts all land somewhere.
+func TestManagerLabelBounded(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	const names = 3 * MaxLabelValues
+	for i := range names {
+		m.countDrift(fmt.Sprintf("x%d", i))
+		m.countConflict(fmt.Sprintf("x%d", i), fmt.Sprintf("configmap cm-%d", i))
+	}
+	// A name seen before the bound keeps its series after it.
+	m.countDrift("x0")
+	if n := testutil.CollectAndCount(m.drift); n != MaxLabelValues+1 {
+		t.Errorf("%s has %d series after %d managers, want %d", MetricDriftCorrections, n, names, MaxLabelValues+1)
+	}
+	if n := testutil.CollectAndCount(m.conflicts); n != MaxLabelValues+1 {
+		t.Errorf("%s has %d series after %d managers and fields, want %d", MetricOwnershipConflicts, n, names, MaxLabelValues+1)
+	}
+	if got := testutil.ToFloat64(m.drift.WithLabelValues(OtherLabelValue)); got != names-MaxLabelValues {
+		t.Errorf(`%s{manager="other"} = %v, want %d`, MetricDriftCorrections, got, names-MaxLabelValues)
+	}
+	if got := testutil.ToFloat64(m.drift.WithLabelValues("x0")); got != 2 {
+		t.Errorf(`%s{manager="x0"} = %v, want 2`, MetricDriftCorrections, got)
+	}
+}

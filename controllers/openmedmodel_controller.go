@@ -61,10 +61,15 @@ const lagRecheck = 2 * time.Second
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/status,verbs=get;patch
 // +kubebuilder:rbac:groups=openmed.ai,resources=openmedmodels/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=apps,resources=replicasets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;delete;patch
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;impersonate
+// ServiceAccounts are read (their metadata, impersonate.go) but not
+// impersonated with a cluster-wide right, which would reach kube-system's
+// controllers too: the bundle's ClusterRole openmed-impersonator grants it
+// where a RoleBinding in a tenant namespace binds it to the operator.
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -124,6 +129,10 @@ type OpenMedModelReconciler struct {
 	manifestLag *manifestLag
 	pods        *podStore
 	pending     *podStore
+	// replicaSets are the ReplicaSets of baking versions, rsVerdicts what
+	// a read told of the others (replicasets.go).
+	replicaSets *replicaSetStore
+	rsVerdicts  *replicaSetVerdicts
 	// deployments are the claimed Deployments (deployments.go).
 	deployments *deploymentStore
 	// configMaps are the manifest ConfigMaps (configmaps.go).
@@ -230,6 +239,11 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if r.pods, err = newBakePodStore(watcher, opts.Namespace, bakePods); err != nil {
 		return fmt.Errorf("pod store: %w", err)
 	}
+	// Their ReplicaSets, which carry the same labels (see replicasets.go).
+	if r.replicaSets, err = newReplicaSetStore(watcher, opts.Namespace, bakePods); err != nil {
+		return fmt.Errorf("ReplicaSet store: %w", err)
+	}
+	r.rsVerdicts = newReplicaSetVerdicts()
 	// The pods waiting for a node, in another (see pending.go).
 	if r.pending, err = newPendingPodStore(watcher, opts.Namespace); err != nil {
 		return fmt.Errorf("pending pod store: %w", err)
@@ -261,6 +275,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		WatchesRawSource(r.deployments).
 		WatchesRawSource(r.pods).
 		WatchesRawSource(r.pending).
+		WatchesRawSource(r.replicaSets).
 		WithOptions(copts).
 		Complete(r)
 }
@@ -328,6 +343,8 @@ type pass struct {
 	wake string
 	// quiet is what the pass leaves for the next backstop pass (quietAfter).
 	quiet *quiet
+	// readAround: the pass read a pod's ReplicaSet from the API server.
+	readAround bool
 }
 
 // requeue asks for the next pass after d, for cause.
@@ -399,7 +416,7 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 	// The pass reads the bake pod store: their events wake the model until
 	// the pass decided it judges no bake (podWatchers).
 	r.podWatchers.watch(p.key)
-	observed, read, err := r.observe(ctx, p.obj)
+	observed, read, err := r.observe(ctx, p.obj, &p.readAround)
 	p.observed = observed
 	switch {
 	case err != nil:
@@ -604,7 +621,10 @@ func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj 
 // cache has not caught up with the operator's last write to a target, or
 // with a manifest ConfigMap the operator created for the model: the pass
 // then waits for that watch event.
-func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel) (rollout.Observed, targetRead, error) {
+//
+// readAround is set when a pod's ReplicaSet was read from the API server
+// (targetReplicaSets).
+func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.OpenMedModel, readAround *bool) (rollout.Observed, targetRead, error) {
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
 	var read targetRead
 	if obj.UID != "" {
@@ -646,6 +666,12 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	if observed.Deployment != nil {
 		observed.PendingPods = r.pending.pods(rollout.OwnerKey(obj))
 	}
+	if observed.Deployment != nil {
+		observed.ReplicaSets, *readAround, err = r.targetReplicaSets(ctx, client.ObjectKeyFromObject(obj), observed.Deployment, judgedPods(observed.Pods, observed.PendingPods)...)
+		if err != nil {
+			return observed, read, err
+		}
+	}
 	if obj.UID != "" {
 		// A claimed target in the cache says its model's ConfigMaps carry
 		// the same labels; one outside it may not.
@@ -676,7 +702,7 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 		// The store holds none of them: all the target's pods that bake.
 		sel = rollout.TargetBakePodSelector(r.targetSelector(target))
 	} else {
-		sel = rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Name, p.plan.Status.ManifestHash)
+		sel = rollout.BakePodSelector(r.targetSelector(target), p.observed.Pods, target.Namespace, p.observed.ReplicaSets, p.plan.Status.ManifestHash)
 	}
 	if sel != nil {
 		list := &corev1.PodList{}
@@ -693,6 +719,11 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 	}
 	p.observed.Pods, p.observed.PodsRead = pods, true
 	p.observed.NotReadyNodes = r.notReadyNodes(ctx, pods)
+	rs, _, err := r.targetReplicaSets(ctx, p.key, target, judgedPods(pods, p.observed.PendingPods)...)
+	if err != nil {
+		return err
+	}
+	p.observed.ReplicaSets = rs
 	return nil
 }
 
@@ -1086,6 +1117,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.quiet.forget(key)
 	r.modelLag.forget(key)
 	r.manifestLag.forget(key)
+	r.rsVerdicts.forget(key)
 	r.mu.Lock()
 	delete(r.rolloutFrom, key)
 	delete(r.unanswered, key)

@@ -3,6 +3,7 @@ package controllers
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -28,6 +29,11 @@ type pendingPod struct {
 
 	owner, manifestHash string
 
+	// replicaSet and replicaSetUID name the pod's controller when it is
+	// a ReplicaSet.
+	replicaSet    string
+	replicaSetUID types.UID
+
 	// scheduled is the pod's PodScheduled condition, when it has one.
 	scheduled *pendingCondition
 }
@@ -48,11 +54,12 @@ func compactPendingPod(obj any) (any, error) {
 	}
 	out := &pendingPod{}
 	out.Namespace, out.Name, out.ResourceVersion = intern(p.Namespace), p.Name, p.ResourceVersion
-	owner := p.Annotations[v1alpha1.ModelResourceAnnotation]
+	owner, manifestHash := podAnnotations(p)
 	if owner == "" {
 		return out, nil
 	}
-	out.owner, out.manifestHash = intern(owner), intern(p.Annotations[v1alpha1.ManifestHashAnnotation])
+	out.owner, out.manifestHash = owner, manifestHash
+	out.replicaSet, out.replicaSetUID = podReplicaSet(p)
 	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
@@ -80,6 +87,7 @@ func (p *pendingPod) pod() corev1.Pod {
 	if p.manifestHash != "" {
 		out.Annotations[v1alpha1.ManifestHashAnnotation] = p.manifestHash
 	}
+	out.OwnerReferences = replicaSetRef(p.replicaSet, p.replicaSetUID)
 	out.Status.Phase = corev1.PodPending
 	if c := p.scheduled; c != nil {
 		out.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: c.status, Reason: c.reason,
@@ -93,7 +101,7 @@ func (p *pendingPod) pod() corev1.Pod {
 // model.
 func (p *pendingPod) sameAs(other keptPod) bool {
 	o, ok := other.(*pendingPod)
-	if !ok || p.owner != o.owner || p.manifestHash != o.manifestHash || !p.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
+	if !ok || p.owner != o.owner || p.manifestHash != o.manifestHash || p.replicaSetUID != o.replicaSetUID || !p.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
 		(p.scheduled == nil) != (o.scheduled == nil) {
 		return false
 	}

@@ -31,7 +31,7 @@ func pendingPodOf(name, owner string, scheduled *corev1.PodCondition) *corev1.Po
 		Status: corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort},
 	}
 	if owner != "" {
-		p.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: owner, v1alpha1.ManifestHashAnnotation: "sha256:v2"}
+		p.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: owner, v1alpha1.ManifestHashAnnotation: fixtureHashV2}
 	}
 	if scheduled != nil {
 		p.Status.Conditions = []corev1.PodCondition{*scheduled}
@@ -67,6 +67,31 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 		{"another workload's pod", pendingPodOf("trainer-5d8f7c9b6-abcde", "", unschedulableCondition(schedulerVerdict)), false},
 		{"being deleted", deleting, true},
 	}
+	// A pod of another namespace that carries a model's owner annotation
+	// (a copy of its pod template), an owner annotation that names no
+	// model, and one of 200 KiB: kept as another workload's pod, nothing
+	// of their values kept.
+	hostile := map[string]*corev1.Pod{
+		"another namespace's copy":     pendingPodOf("openmed-service-7c9d8f6b5-copy", "victims/clinical-ner", unschedulableCondition(schedulerVerdict)),
+		"an owner that names no model": pendingPodOf("openmed-service-7c9d8f6b5-x", "models/clinical ner", unschedulableCondition(schedulerVerdict)),
+		"an owner of 200 KiB":          pendingPodOf("openmed-service-7c9d8f6b5-y", "models/"+strings.Repeat("x", 200*1024), unschedulableCondition(schedulerVerdict)),
+	}
+	for name, pod := range hostile {
+		t.Run(name, func(t *testing.T) {
+			obj, _ := compactPendingPod(pod)
+			if kept := obj.(*pendingPod); kept.owner != "" || kept.manifestHash != "" || kept.scheduled != nil || kept.wakes() {
+				t.Errorf("kept as a model's pod: owner %.40q, hash %q, wakes %v", kept.owner, kept.manifestHash, kept.wakes())
+			}
+		})
+	}
+	t.Run("a manifest hash that is no digest is not kept", func(t *testing.T) {
+		pod := pendingPodOf("openmed-service-7c9d8f6b5-z", "models/clinical-ner", unschedulableCondition(schedulerVerdict))
+		pod.Annotations[v1alpha1.ManifestHashAnnotation] = strings.Repeat("h", 200*1024)
+		obj, _ := compactPendingPod(pod)
+		if kept := obj.(*pendingPod); kept.owner != "models/clinical-ner" || kept.manifestHash != "" {
+			t.Errorf("kept owner %q, hash %.40q", kept.owner, kept.manifestHash)
+		}
+	})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			obj, err := compactPendingPod(tc.pod.DeepCopy())

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // The pods of baking versions are not in the manager's cache: a cached
@@ -46,8 +47,10 @@ type bakePod struct {
 	owner, manifestHash string
 
 	// replicaSet is the name of the pod's controller when it is a
-	// ReplicaSet, templateHash its pod-template-hash label, node its node.
+	// ReplicaSet and replicaSetUID its UID, templateHash its
+	// pod-template-hash label, node its node.
 	replicaSet, templateHash, node string
+	replicaSetUID                  types.UID
 
 	// failed: phase Failed (the kubelet evicted or stopped the pod);
 	// disrupted: a DisruptionTarget condition is True.
@@ -91,15 +94,11 @@ func compactPod(obj any) (any, error) {
 	if !ok {
 		return obj, nil
 	}
-	out := &bakePod{
-		owner:        intern(p.Annotations[v1alpha1.ModelResourceAnnotation]),
-		manifestHash: intern(p.Annotations[v1alpha1.ManifestHashAnnotation]),
-	}
+	owner, manifestHash := podAnnotations(p)
+	out := &bakePod{owner: owner, manifestHash: manifestHash}
 	out.Namespace, out.Name, out.ResourceVersion = intern(p.Namespace), p.Name, p.ResourceVersion
 	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
-	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "ReplicaSet" {
-		out.replicaSet = intern(ref.Name)
-	}
+	out.replicaSet, out.replicaSetUID = podReplicaSet(p)
 	out.templateHash, out.node = intern(p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]), intern(p.Spec.NodeName)
 	out.failed = p.Status.Phase == corev1.PodFailed
 	for _, c := range p.Status.Conditions {
@@ -144,9 +143,7 @@ func (b *bakePod) pod() corev1.Pod {
 	if b.manifestHash != "" {
 		p.Annotations[v1alpha1.ManifestHashAnnotation] = b.manifestHash
 	}
-	if b.replicaSet != "" {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: b.replicaSet, Controller: ptr.To(true)}}
-	}
+	p.OwnerReferences = replicaSetRef(b.replicaSet, b.replicaSetUID)
 	if b.templateHash != "" {
 		p.Labels = map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: b.templateHash}
 	}
@@ -189,7 +186,7 @@ func (b *bakePod) sameAs(other keptPod) bool {
 	if !ok {
 		return false
 	}
-	if b.owner != o.owner || b.manifestHash != o.manifestHash || b.replicaSet != o.replicaSet || b.templateHash != o.templateHash ||
+	if b.owner != o.owner || b.manifestHash != o.manifestHash || b.replicaSet != o.replicaSet || b.replicaSetUID != o.replicaSetUID || b.templateHash != o.templateHash ||
 		b.node != o.node || b.failed != o.failed || b.disrupted != o.disrupted ||
 		!b.CreationTimestamp.Equal(&o.CreationTimestamp) || !b.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
 		(b.ready == nil) != (o.ready == nil) || len(b.containers) != len(o.containers) {
@@ -207,6 +204,46 @@ func (b *bakePod) sameAs(other keptPod) bool {
 		}
 	}
 	return true
+}
+
+// podAnnotations returns the pod's owner annotation (the model it belongs
+// to, "namespace/name") and manifest-hash annotation as a pod store keeps
+// them: the owner only when it names a model of the pod's own namespace,
+// the hash only when it is a digest. A pod of another namespace that
+// carries a model's owner annotation (a copy of its pod template) is no
+// pod of that model, and no value is kept that was not checked: an
+// annotation may hold 256 KiB.
+func podAnnotations(p *corev1.Pod) (owner, manifestHash string) {
+	owner = p.Annotations[v1alpha1.ModelResourceAnnotation]
+	if ns, _, ok := rollout.ParseOwnerKey(owner); !ok || ns != p.Namespace {
+		return "", ""
+	}
+	if h := p.Annotations[v1alpha1.ManifestHashAnnotation]; rollout.IsDigest(h) {
+		manifestHash = intern(h)
+	}
+	return intern(owner), manifestHash
+}
+
+// podReplicaSet returns the name and UID of the pod's controller when it
+// is a ReplicaSet (of apps/v1).
+func podReplicaSet(p *corev1.Pod) (string, types.UID) {
+	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "ReplicaSet" && ref.APIVersion == replicaSetAPIVersion {
+		// Interned: the pods of one ReplicaSet share its name and UID.
+		return intern(ref.Name), types.UID(intern(string(ref.UID)))
+	}
+	return "", ""
+}
+
+// replicaSetAPIVersion is the apiVersion of a ReplicaSet reference.
+var replicaSetAPIVersion = appsv1.SchemeGroupVersion.String()
+
+// replicaSetRef is the controller reference to the ReplicaSet name (uid),
+// none for "".
+func replicaSetRef(name string, uid types.UID) []metav1.OwnerReference {
+	if name == "" {
+		return nil
+	}
+	return []metav1.OwnerReference{{APIVersion: replicaSetAPIVersion, Kind: "ReplicaSet", Name: name, UID: uid, Controller: ptr.To(true)}}
 }
 
 // storedMeta is the metadata the reconciler's stores keep of an object:

@@ -7,14 +7,19 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // fixtureVersion is the baking version of testdata/pods.
-var fixtureVersion = rollout.BakeVersion{Target: "openmed-service", Container: "openmed-service", ManifestHash: "sha256-v2",
-	NotReadyNodes: []string{"kwok-node-lost"}}
+var fixtureVersion = rollout.BakeVersion{Namespace: "ns", ReplicaSets: []types.UID{"9d1f7c2e-0b4a-4c8e-8f6d-2a3b4c5d6e7f"},
+	Container: "openmed-service", ManifestHash: fixtureHashV2, NotReadyNodes: []string{"kwok-node-lost"}}
+
+// fixtureHashV2 is the manifest hash of the baking version of
+// testdata/pods.
+const fixtureHashV2 = "sha256:fb04dcb6970e4c3d1873de51fd5a50d7bb46b3383113602665c350ec40b5f990"
 
 // fixtureBakeStart is when the bake of testdata/pods began.
 var fixtureBakeStart = time.Date(2026, 12, 1, 10, 0, 30, 0, time.UTC)
@@ -95,6 +100,8 @@ func TestBakeJudgesRealPodLifecycles(t *testing.T) {
 		"m-previous-target-crashed":      {},
 		"n-restarted-before-the-bake":    {Failure: rollout.BakeContainerRestarted},
 		"o-scaled-up-ready-then-unready": {Failure: rollout.BakePodUnready},
+		"p-copy-in-another-namespace":    {},
+		"q-forged-controller-reference":  {},
 	}
 	at := fixtureBakeStart.Add(35 * time.Second)
 	pods := readPods(t)

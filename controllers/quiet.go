@@ -180,7 +180,7 @@ func quietAfter(p *pass, read targetRead) *quiet {
 	if p.wake != wokeBackstop || read != targetCached || len(p.modelRVs) > 0 || p.plan.HasChanges() ||
 		len(p.plan.Events) > 0 || len(p.plan.Drift) > 0 || len(p.plan.Conflicts) > 0 || p.plan.BakeFailure != "" ||
 		p.plan.RemoveFinalizer || len(p.plan.ClaimTargets) > 0 || p.releaseLeft ||
-		p.observed.PodsRead || p.observed.Failure != nil || !p.obj.DeletionTimestamp.IsZero() {
+		p.observed.PodsRead || p.readAround || p.observed.Failure != nil || !p.obj.DeletionTimestamp.IsZero() {
 		return nil
 	}
 	for i := range p.observed.Pods {

@@ -490,9 +490,8 @@ func createTemplatePod(t *testing.T, d *appsv1.Deployment) string {
 	l[appsv1.DefaultDeploymentUniqueLabelKey] = hash
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash + "-a", Labels: l,
-			Annotations: maps.Clone(d.Spec.Template.Annotations),
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet",
-				Name: d.Name + "-" + hash, UID: types.UID("rs-" + hash), Controller: ptr.To(true)}}},
+			Annotations:     maps.Clone(d.Spec.Template.Annotations),
+			OwnerReferences: []metav1.OwnerReference{templateReplicaSet(t, d, hash)}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: container, Image: "openmed:2.2.0"}}},
 	}
 	if err := env.Client.Create(context.Background(), p); err != nil {

@@ -331,8 +331,22 @@ func startOperatorWith(t *testing.T, namespace, defaultServiceAccount string) *o
 // selects (the operator's --watch-label-selector; nil for all).
 func startOperatorShard(t *testing.T, namespace, defaultServiceAccount string, models labels.Selector) *operator {
 	t.Helper()
+	return startOperatorOn(t, env.Config, namespace, defaultServiceAccount, models)
+}
+
+// startOperatorAs is startOperatorWith on base instead of the
+// administrator's config: the operator authenticates as base's user and
+// holds only that user's rights.
+func startOperatorAs(t *testing.T, base *rest.Config, namespace, defaultServiceAccount string) *operator {
+	t.Helper()
+	return startOperatorOn(t, base, namespace, defaultServiceAccount, nil)
+}
+
+// startOperatorOn is startOperatorShard on base.
+func startOperatorOn(t *testing.T, base *rest.Config, namespace, defaultServiceAccount string, models labels.Selector) *operator {
+	t.Helper()
 	writes := &writeCounter{counts: map[string]int{}, bodies: map[string][]string{}, codes: map[string][]int{}, users: map[string][]string{}}
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(base)
 	cfg.WrapTransport = writes.wrap
 	cacheOpts := cache.Options{ByObject: controllers.CacheByObject(models)}
 	if namespace != "" {

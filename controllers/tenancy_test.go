@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,8 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -34,6 +38,45 @@ func applyTenantRole(t *testing.T, ns string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// bindImpersonator creates examples/tenancy/impersonator-binding.yaml in ns,
+// as a user copies the file: the operator's ServiceAccount may then
+// impersonate the ServiceAccounts of ns.
+func bindImpersonator(t *testing.T, ns string) {
+	t.Helper()
+	objs, err := localrun.ImpersonatorBinding(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := env.Client.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// asBundleServiceAccount installs the default bundle (the operator's
+// ClusterRole and its binding, without the Deployment) and returns a config
+// authenticated as the bundle's ServiceAccount, by a client certificate
+// with its user name and groups: no impersonation, so the API server
+// authorizes the operator's own impersonation on the bundle's RBAC.
+func asBundleServiceAccount(t *testing.T) *rest.Config {
+	t.Helper()
+	bundle, err := localrun.InstallBundle(context.Background(), env.Client, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := bundle.ServiceAccount
+	kubeconfig, err := env.AddUser(localrun.ServiceAccountUser(sa.Namespace, sa.Name), "system:serviceaccounts", "system:serviceaccounts:"+sa.Namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // tenantBinding is the RoleBinding of the tenant role in ns.
@@ -309,4 +352,41 @@ func TestDefaultServiceAccount(t *testing.T) {
 	if got := getModel(t, ns, "tenant").Status.DesiredVersion; got != "OpenMed/pii-v1" {
 		t.Fatalf("desired version %q", got)
 	}
+}
+
+// TestImpersonationNeedsTheBinding: the operator as the default bundle
+// installs it (authenticated as the bundle's ServiceAccount, with the
+// bundle's rights only) impersonates the ServiceAccounts of a namespace
+// only once examples/tenancy/impersonator-binding.yaml binds the ClusterRole
+// openmed-impersonator there. Without it, a model whose ServiceAccount may
+// make every write is AccessDenied with a message naming the missing
+// binding, one event, and nothing is written; the binding created, the
+// rollout goes on by itself.
+func TestImpersonationNeedsTheBinding(t *testing.T) {
+	cfg := asBundleServiceAccount(t)
+	ns := newNamespace(t)
+	startOperatorAs(t, cfg, ns, "")
+	applyTenantRole(t, ns)
+
+	createDeployment(t, chartDeployment(ns, "unbound", 2))
+	m := newModel(ns, "unbound", "OpenMed/pii-v1")
+	m.Spec.ServiceAccountName = tenantSA
+	createModel(t, m)
+	msg := denied(t, ns, "unbound")
+	if ready := condition(getModel(t, ns, "unbound"), v1alpha1.ReadyCondition); ready.Status != metav1.ConditionFalse {
+		t.Fatalf("Ready = %+v, want False", ready)
+	}
+	want := "as ServiceAccount " + ns + "/" + tenantSA + ": " + rollout.ImpersonationDenied(ns) + ";"
+	if !strings.Contains(msg, want) {
+		t.Fatalf("message %q does not name the missing binding: want %q", msg, want)
+	}
+	untouched(t, ns, "unbound")
+	if got := recordedEvents(t, ns, "unbound", v1alpha1.AccessDeniedReason, 1); len(got) != 1 || !strings.Contains(got[0], rollout.ImpersonatorRole) {
+		t.Fatalf("AccessDenied events %q, want one naming %s", got, rollout.ImpersonatorRole)
+	}
+
+	bindImpersonator(t, ns)
+	waitFor(t, ns, "unbound", v1alpha1.PhaseRollingOut)
+	updateDeploymentStatus(t, ns, "unbound", rolloutComplete)
+	waitFor(t, ns, "unbound", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
 }

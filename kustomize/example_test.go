@@ -22,6 +22,7 @@ func ExampleBuild() {
 	// ServiceAccount openmed-system openmed-operator
 	// ClusterRole  openmed-operator
 	// ClusterRoleBinding  openmed-operator
+	// ClusterRole  openmed-impersonator
 	// Role openmed-system openmed-operator-leader-election
 	// RoleBinding openmed-system openmed-operator-leader-election
 	// ClusterRole  openmed-metrics-reader

@@ -1,8 +1,8 @@
 // Package tenancy_test runs the operator as the lockdown overlay installs it
 // (kustomize/lockdown): a real kube-apiserver and etcd with RBAC, the
 // operator process authenticated as the bundle's ServiceAccount with only
-// the overlay's rights, two tenant namespaces with the tenant Role of
-// examples/tenancy, and a stand-in for the Deployment controller. The API
+// the overlay's rights, two tenant namespaces with the tenant Role and the
+// impersonator binding of examples/tenancy, and a stand-in for the Deployment controller. The API
 // server's audit log of the operator's requests is the evidence: every
 // write to a Deployment or a ConfigMap is made as a ServiceAccount of the
 // object's own namespace, none with the operator's own identity.
@@ -39,16 +39,20 @@ import (
 
 const (
 	tenantSA = harness.TenantServiceAccount
-	v1       = "OpenMed/pii-v1"
-	v2       = "OpenMed/pii-v2"
-	timeout  = 2 * time.Minute
+	// unbound is a tenant namespace without the impersonator binding.
+	unbound = "team-c"
+	v1      = "OpenMed/pii-v1"
+	v2      = "OpenMed/pii-v2"
+	timeout = 2 * time.Minute
 )
 
 // TestLockdown: the lockdown install, two tenants. Each tenant's models roll
 // out, upgrade and are deleted with the tenant Role; a model without a
 // ServiceAccount is refused (it writes as the namespace's "default"
 // ServiceAccount, which may do nothing); a model naming a ServiceAccount
-// of another namespace reaches nothing. The audit log shows every write to
+// of another namespace reaches nothing; a model of a namespace with the
+// tenant Role but without the impersonator binding is refused, naming the
+// binding. The audit log shows every write to
 // a Deployment or ConfigMap under a ServiceAccount of the object's own
 // namespace.
 func TestLockdown(t *testing.T) {
@@ -70,6 +74,7 @@ func TestLockdown(t *testing.T) {
 			t.Fatal(err)
 		}
 		harness.ApplyTenantRole(t, c, ns)
+		harness.ApplyImpersonatorBinding(t, c, ns)
 		sc := harness.NewStandIn(t, c, ns, 2, 0)
 		defer sc.Stop()
 	}
@@ -81,6 +86,12 @@ func TestLockdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	bind(t, c, "team-b", "team-b-deployer")
+	// team-c has the tenant Role but not the impersonator binding: the
+	// operator may not impersonate its ServiceAccounts.
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: unbound}}); err != nil {
+		t.Fatal(err)
+	}
+	harness.ApplyTenantRole(t, c, unbound)
 
 	bin, err := localrun.BuildOperator(ctx, t.TempDir())
 	if err != nil {
@@ -118,6 +129,8 @@ func TestLockdown(t *testing.T) {
 	createModel(t, c, "team-a", "bare", "")
 	createDeployment(t, c, "team-b", "borrowed")
 	createModel(t, c, "team-b", "borrowed", tenantSA)
+	createDeployment(t, c, unbound, "pii")
+	createModel(t, c, unbound, "pii", tenantSA)
 
 	for _, m := range models {
 		waitReady(t, c, m.ns, m.name, v1)
@@ -132,8 +145,13 @@ func TestLockdown(t *testing.T) {
 	if want := "as ServiceAccount team-b/" + tenantSA + ": " + rollout.MsgServiceAccountMissing; !strings.Contains(borrowed, want) {
 		t.Errorf("model naming another namespace's ServiceAccount: message %q does not say %q", borrowed, want)
 	}
+	notBound := waitDenied(t, c, unbound, "pii")
+	if want := "as ServiceAccount " + unbound + "/" + tenantSA + ": " + rollout.ImpersonationDenied(unbound); !strings.Contains(notBound, want) {
+		t.Errorf("model of a namespace without the impersonator binding: message %q does not say %q", notBound, want)
+	}
 	t.Logf("refused without a ServiceAccount: %s", bare)
 	t.Logf("refused with another namespace's ServiceAccount: %s", borrowed)
+	t.Logf("refused without the impersonator binding: %s", notBound)
 
 	for _, m := range models {
 		// Read again on a conflict with a status write of the operator.
@@ -152,12 +170,13 @@ func TestLockdown(t *testing.T) {
 	for _, m := range models {
 		waitReady(t, c, m.ns, m.name, v2)
 	}
-	for _, m := range append(models, struct{ ns, name, sa string }{"team-a", "bare", ""}, struct{ ns, name, sa string }{"team-b", "borrowed", ""}) {
+	for _, m := range append(models, struct{ ns, name, sa string }{"team-a", "bare", ""}, struct{ ns, name, sa string }{"team-b", "borrowed", ""},
+		struct{ ns, name, sa string }{unbound, "pii", ""}) {
 		if err := c.Delete(ctx, &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: m.name}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, ns := range tenants {
+	for _, ns := range append(slices.Clone(tenants), unbound) {
 		testenv.Eventually(t, timeout, "every model of "+ns+" gone", func() (bool, string) {
 			var list v1alpha1.OpenMedModelList
 			if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -198,6 +217,14 @@ func TestLockdown(t *testing.T) {
 		if !r.Mutating() || (r.Resource != "deployments" && r.Resource != "configmaps") {
 			continue
 		}
+		if r.Namespace == unbound {
+			// Refused before it is made as anyone: the impersonation.
+			if r.Code != 403 || r.ImpersonatedUser != "" {
+				t.Errorf("%s %s/%s in the namespace without the impersonator binding: code %d as %q, want refused", r.Kind(), r.Namespace, r.Name, r.Code, r.ImpersonatedUser)
+			}
+			writes[fmt.Sprintf("%s in %s, code %d", r.Kind(), r.Namespace, r.Code)]++
+			continue
+		}
 		if r.ImpersonatedUser == "" || !strings.HasPrefix(r.ImpersonatedUser, "system:serviceaccount:"+r.Namespace+":") {
 			t.Errorf("%s %s/%s (code %d) made as %q, want a ServiceAccount of %s", r.Kind(), r.Namespace, r.Name, r.Code, r.ImpersonatedUser, r.Namespace)
 		}
@@ -215,6 +242,7 @@ func TestLockdown(t *testing.T) {
 		"create configmaps as system:serviceaccount:team-b:team-b-deployer, code 201",
 		"delete configmaps as system:serviceaccount:team-a:" + tenantSA + ", code 200",
 		"create configmaps as system:serviceaccount:team-a:default, code 403",
+		"create configmaps in " + unbound + ", code 403",
 	} {
 		if writes[want] == 0 {
 			t.Errorf("the audit log has no %q", want)

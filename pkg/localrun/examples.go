@@ -88,6 +88,22 @@ func TenantRole(ns string) ([]*unstructured.Unstructured, error) {
 	return objs, nil
 }
 
+// ImpersonatorBinding reads examples/tenancy/impersonator-binding.yaml (the
+// RoleBinding that lets the operator impersonate the ServiceAccounts of one
+// namespace) for namespace ns, as a user copies the file: the binding's
+// namespace replaced, nothing else (its subject is the operator's
+// ServiceAccount, the same for every tenant).
+func ImpersonatorBinding(ns string) ([]*unstructured.Unstructured, error) {
+	objs, err := ReadObjects(filepath.Join(ExamplesDir(), "tenancy", "impersonator-binding.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+	}
+	return objs, nil
+}
+
 // ReadModel reads one OpenMedModel, rejecting unknown fields as the API
 // server's strict field validation would.
 func ReadModel(path string) (*v1alpha1.OpenMedModel, error) {

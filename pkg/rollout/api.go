@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -64,6 +65,16 @@ type Observed struct {
 	// condition. A rollout whose new pod the scheduler reports
 	// Unschedulable says so, with the scheduler's message.
 	PendingPods []corev1.Pod
+
+	// ReplicaSets are the UIDs of the target Deployment's ReplicaSets (of
+	// its namespace, their controller reference naming the Deployment's
+	// UID) among the controllers of Pods and PendingPods, as the reconciler
+	// verified them. A pod counts for the model only when it is in the
+	// model's namespace and its controller reference names one of these
+	// (OwnedByTarget): labels, annotations, names and manifest hashes can be
+	// copied by anyone who may create a pod in any namespace, a chain of
+	// UIDs cannot.
+	ReplicaSets []types.UID
 
 	// NotReadyNodes are the nodes, among those of the baking version's
 	// unready pods, whose Ready condition is not True (a lost node, an

@@ -3,6 +3,7 @@ package rollout
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -20,8 +22,10 @@ import (
 // containers of a new version restart; no metrics stack is needed.
 //
 // What the bake judges: the pods of the target Deployment's ReplicaSets
-// (by their controller owner reference, not by annotation alone: a previous
-// target's pods carry the same manifest hash) whose pod template carries
+// in the model's namespace (by their controller owner reference and its
+// UID, verified against the Deployment's, not by annotation alone: a
+// previous target's pods carry the same manifest hash, and anyone may copy
+// the pod template into another namespace) whose pod template carries
 // the version's manifest hash, and of each the model's own container
 // (targetRef.containerName). Other containers (a log shipper, a mesh
 // proxy) and native sidecars (initContainerStatuses) are not the version's:
@@ -195,7 +199,7 @@ const (
 
 // bakeVersion is the desired version as the bake judges its pods.
 func (d *decider) bakeVersion() BakeVersion {
-	v := BakeVersion{Target: d.desired.TargetRef.Name, Container: d.desired.TargetRef.ContainerName,
+	v := BakeVersion{Namespace: namespaceOf(d.obj), ReplicaSets: d.obs.ReplicaSets, Container: d.desired.TargetRef.ContainerName,
 		ManifestHash: d.st.ManifestHash, NotReadyNodes: d.obs.NotReadyNodes}
 	if r := d.st.RetryStartedAt; r != nil {
 		v.RetryStartedAt = r.Time
@@ -214,9 +218,11 @@ func (d *decider) bakeFailed(reason string) {
 // BakeVersion is the version a bake judges: the target Deployment, the
 // model's container in it and the version's manifest hash.
 type BakeVersion struct {
-	// Target is the target Deployment's name: only pods a ReplicaSet of it
-	// controls count.
-	Target string
+	// Namespace is the model's namespace and ReplicaSets the target
+	// Deployment's ReplicaSets (Observed.ReplicaSets): only pods of that
+	// namespace one of them controls count (OwnedByTarget).
+	Namespace   string
+	ReplicaSets []types.UID
 	// Container is the model's container (targetRef.containerName).
 	Container string
 	// ManifestHash is the baking version's manifest hash (the pod
@@ -250,29 +256,37 @@ type BakeVerdict struct {
 	Serving bool
 }
 
-// ReplicaSetOf reports whether the pod's controller is a ReplicaSet of the
-// Deployment target: the Deployment controller names each ReplicaSet
-// "<deployment>-<pod-template-hash>" and labels its pods with the hash.
-func ReplicaSetOf(p *corev1.Pod, target string) bool {
+// OwnedByTarget reports whether the pod belongs to the target Deployment
+// as Kubernetes' own controllers decide it: it is in namespace (the
+// model's) and its controller reference is a ReplicaSet whose UID is among
+// replicaSets, the target's ReplicaSets (Observed.ReplicaSets, each
+// verified to be controlled by the Deployment's UID). A pod that only
+// carries the model's annotations, the template's labels or a ReplicaSet's
+// name — a copy of the pod template in another namespace, say — does not.
+func OwnedByTarget(p *corev1.Pod, namespace string, replicaSets []types.UID) bool {
+	if p.Namespace != namespace {
+		return false
+	}
 	ref := metav1.GetControllerOfNoCopy(p)
-	hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
-	return ref != nil && ref.Kind == "ReplicaSet" && hash != "" && ref.Name == target+"-"+hash
+	return ref != nil && ref.Kind == "ReplicaSet" && strings.HasPrefix(ref.APIVersion, appsv1.GroupName+"/") && slices.Contains(replicaSets, ref.UID)
 }
 
 // BakePodSelector selects the pods the pass that ends a bake reads from
 // the API server (Plan.ReadPods): those targetPods (the target
 // Deployment's spec.selector; nil: not known) selects, with the bake label
-// and the pod template hash of a ReplicaSet of target among pods (the pods
-// the pass judged) that carry manifestHash. The target's selector keeps the
-// read to its own pods: Deployments of the same pod template share the
-// hash. It returns nil when pods has none: no pod of the version is Ready,
-// and the bake does not end.
-func BakePodSelector(targetPods labels.Selector, pods []corev1.Pod, target, manifestHash string) labels.Selector {
+// and the pod template hash of the pods among pods (the pods the pass
+// judged) that carry manifestHash and belong to the target
+// (OwnedByTarget with namespace and replicaSets). The target's selector
+// keeps the read to its own pods: Deployments of the same pod template
+// share the hash. It returns nil when pods has none: no pod of the version
+// is Ready, and the bake does not end.
+func BakePodSelector(targetPods labels.Selector, pods []corev1.Pod, namespace string, replicaSets []types.UID, manifestHash string) labels.Selector {
 	var hashes []string
 	for i := range pods {
 		p := &pods[i]
-		if p.Annotations[v1alpha1.ManifestHashAnnotation] == manifestHash && ReplicaSetOf(p, target) {
-			hashes = append(hashes, p.Labels[appsv1.DefaultDeploymentUniqueLabelKey])
+		hash := p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+		if hash != "" && p.Annotations[v1alpha1.ManifestHashAnnotation] == manifestHash && OwnedByTarget(p, namespace, replicaSets) {
+			hashes = append(hashes, hash)
 		}
 	}
 	if len(hashes) == 0 {
@@ -323,7 +337,7 @@ func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict 
 	var out BakeVerdict
 	for i := range pods {
 		p := &pods[i]
-		if p.DeletionTimestamp != nil || p.Annotations[v1alpha1.ManifestHashAnnotation] != v.ManifestHash || !ReplicaSetOf(p, v.Target) {
+		if p.DeletionTimestamp != nil || p.Annotations[v1alpha1.ManifestHashAnnotation] != v.ManifestHash || !OwnedByTarget(p, v.Namespace, v.ReplicaSets) {
 			continue
 		}
 		if p.Status.Phase == corev1.PodFailed || disrupted(p) {

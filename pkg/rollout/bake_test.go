@@ -9,8 +9,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,10 +63,7 @@ func v2Baking(t *testing.T) *cluster {
 func (c *cluster) createPod(version string) string {
 	c.t.Helper()
 	pod := c.templatePod(c.owner(), version)
-	// As the target's ReplicaSet of this template creates it.
-	pod.Labels = map[string]string{"app": "openmed-service", v1alpha1.BakeLabel: "true", appsv1.DefaultDeploymentUniqueLabelKey: "7c9d8f6b5"}
-	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "openmed-service-7c9d8f6b5",
-		UID: "9d1f7c2e-0b4a-4c8e-8f6d-2a3b4c5d6e7f", Controller: ptr.To(true)}}
+	pod.Labels[v1alpha1.BakeLabel] = "true"
 	if err := env.Client.Create(context.Background(), pod); err != nil {
 		c.t.Fatal(err)
 	}
@@ -80,7 +79,8 @@ func (c *cluster) createPod(version string) string {
 
 // templatePod is a pod of the fixture's Deployment with the pod template
 // annotations of version for the model owner ("namespace/name"), not yet
-// created.
+// created: its controller is the Deployment's ReplicaSet (replicaSetRef),
+// as that ReplicaSet creates it.
 func (c *cluster) templatePod(owner, version string) *corev1.Pod {
 	c.t.Helper()
 	m := c.obj.DeepCopy()
@@ -91,9 +91,42 @@ func (c *cluster) templatePod(owner, version string) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, GenerateName: "openmed-service-",
-			Annotations: map[string]string{v1alpha1.ModelResourceAnnotation: owner, v1alpha1.ManifestHashAnnotation: ManifestHash(n)}},
+			Labels:          map[string]string{"app": "openmed-service", appsv1.DefaultDeploymentUniqueLabelKey: fixtureTemplateHash},
+			Annotations:     map[string]string{v1alpha1.ModelResourceAnnotation: owner, v1alpha1.ManifestHashAnnotation: ManifestHash(n)},
+			OwnerReferences: []metav1.OwnerReference{c.replicaSetRef()}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "openmed-service", Image: "openmed:2.2.0"}}},
 	}
+}
+
+// fixtureTemplateHash is the pod-template-hash of the fixture's pods.
+const fixtureTemplateHash = "7c9d8f6b5"
+
+// replicaSetRef is the controller reference of the fixture Deployment's
+// ReplicaSet of its pods, which it creates the first time as the
+// Deployment controller does: named after the Deployment and the template
+// hash, controlled by the Deployment's UID. The fixture runs no
+// controllers, so the ReplicaSet creates no pod of its own.
+func (c *cluster) replicaSetRef() metav1.OwnerReference {
+	c.t.Helper()
+	ctx := context.Background()
+	dep := c.dep()
+	name := dep.Name + "-" + fixtureTemplateHash
+	rs := &appsv1.ReplicaSet{}
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: c.ns, Name: name}, rs)
+	if apierrors.IsNotFound(err) {
+		labels := map[string]string{"app": "openmed-service", appsv1.DefaultDeploymentUniqueLabelKey: fixtureTemplateHash}
+		rs = &appsv1.ReplicaSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: c.ns, Name: name, Labels: labels,
+				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(dep, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+			Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: dep.Spec.Template.Spec}},
+		}
+		err = env.Client.Create(ctx, rs)
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return *metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet"))
 }
 
 // setPodStatus plays the kubelet for a pod.
@@ -178,6 +211,64 @@ func TestBake(t *testing.T) {
 		}
 	})
 
+	// A pod counts for the model only through its controller chain: a
+	// copy of the pod template in another tenant's namespace (a Deployment
+	// of the same name, whose ReplicaSet has the same name and hash), or a
+	// pod of the model's namespace whose controller reference names the
+	// target's ReplicaSet with another UID, fails no bake however it
+	// crashes; the real pod's crash still does.
+	t.Run("pods that only claim to belong fail no bake", func(t *testing.T) {
+		c, pods := bakeCluster(t)
+		if p := c.pass(); p.Status.BakeStartedAt == nil {
+			t.Fatalf("not baking: %v", condSummary(p.Status))
+		}
+		crashed := func(f *cluster, pod *corev1.Pod) corev1.Pod {
+			t.Helper()
+			pod.Labels[v1alpha1.BakeLabel] = "true"
+			if err := env.Client.Create(context.Background(), pod); err != nil {
+				t.Fatal(err)
+			}
+			f.setPodStatus(pod.Name, func(p *corev1.Pod) {
+				p.Status.Phase = corev1.PodRunning
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "openmed-service", Image: "openmed:2.2.0", ImageID: "x",
+					State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+			})
+			f.restart(pod.Name, "OOMKilled", time.Now())
+			out := corev1.Pod{}
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), &out); err != nil {
+				t.Fatal(err)
+			}
+			return out
+		}
+		other := newCluster(t)
+		copied := crashed(other, other.templatePod(c.owner(), v2))
+		forgedRef := c.templatePod(c.owner(), v2)
+		forgedRef.OwnerReferences[0].UID = "0e7d1c4b-forged"
+		crashed(c, forgedRef)
+		c.now = c.now.Add(time.Second)
+		obs := c.observed()
+		// As a store that files pods by their owner annotation hands them
+		// out, the copy in the other namespace included.
+		obs.Pods = append(obs.Pods, copied)
+		if len(obs.Pods) != 4 {
+			t.Fatalf("%d pods observed, want the version's 2, the copy and the forged reference", len(obs.Pods))
+		}
+		p := decideWith(t, c.obj, obs, c.opts)
+		if p.BakeFailure != "" || p.Status.Phase != v1alpha1.PhaseRollingOut ||
+			!conditionIs(&p.Status, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.BakingReason) {
+			t.Fatalf("a pod that only claims to belong changed the bake: failure %q, %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+		if sel := BakePodSelector(nil, obs.Pods[len(obs.Pods)-1:], c.ns, obs.ReplicaSets, p.Status.ManifestHash); sel != nil {
+			t.Errorf("the copy in another namespace is read at the bake's end: %s", sel)
+		}
+		c.restart(pods[0], "OOMKilled", time.Now())
+		obs = c.observed()
+		obs.Pods = append(obs.Pods, copied)
+		if p := decideWith(t, c.obj, obs, c.opts); p.BakeFailure != BakeOOMKilled {
+			t.Fatalf("the version's own pod crashed: failure %q, %s %v", p.BakeFailure, p.Status.Phase, condSummary(p.Status))
+		}
+	})
+
 	// Found by the fault suite under load: the pods crashed a second
 	// after Ready, and the pass that began the bake ran after the crash. A
 	// crash is the version's whenever it came; only a reset's retry leaves
@@ -240,7 +331,7 @@ func TestBake(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sel := BakePodSelector(target, stale, "openmed-service", p.Status.ManifestHash)
+		sel := BakePodSelector(target, stale, c.ns, obs.ReplicaSets, p.Status.ManifestHash)
 		if sel == nil {
 			t.Fatal("no selector for the version's pods")
 		}
@@ -256,8 +347,10 @@ func TestBake(t *testing.T) {
 		if p.ReadPods || p.BakeFailure != BakeContainerRestarted || p.Status.Phase != v1alpha1.PhaseRolledBack {
 			t.Fatalf("on the pods read: read pods %v, failure %q, %s %v", p.ReadPods, p.BakeFailure, p.Status.Phase, condSummary(p.Status))
 		}
-		if BakePodSelector(target, stale, "another-deployment", p.Status.ManifestHash) != nil || BakePodSelector(target, stale, "openmed-service", "sha256:other") != nil {
-			t.Error("a selector for pods of another target or version")
+		if BakePodSelector(target, stale, c.ns, []types.UID{"another-replicaset"}, p.Status.ManifestHash) != nil ||
+			BakePodSelector(target, stale, "elsewhere", obs.ReplicaSets, p.Status.ManifestHash) != nil ||
+			BakePodSelector(target, stale, c.ns, obs.ReplicaSets, "sha256:other") != nil {
+			t.Error("a selector for pods of another target, namespace or version")
 		}
 	})
 

@@ -1,11 +1,28 @@
 package rollout
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
+
+// ImpersonatorRole is the install bundle's ClusterRole that grants
+// impersonation of ServiceAccounts and nothing else, and the name of the
+// RoleBinding that binds it to the operator's ServiceAccount in a tenant
+// namespace (examples/tenancy/impersonator-binding.yaml). The bundle binds
+// it nowhere, so the operator impersonates only in the namespaces that
+// have the binding. A test keeps the bundle and the example in step with
+// this name.
+const ImpersonatorRole = "openmed-impersonator"
+
+// ImpersonationDenied is the detail of a write whose impersonation the API
+// server refused in namespace (MsgImpersonationDenied).
+func ImpersonationDenied(namespace string) string {
+	return fmt.Sprintf(MsgImpersonationDenied, namespace)
+}
 
 // Fixed condition and event messages. They are part of the API (users and
 // health checks read them) and never carry user data.
@@ -81,6 +98,12 @@ const (
 	// MsgServiceAccountMissing is a denied write's detail when the
 	// ServiceAccount it would be made as does not exist (no request made).
 	MsgServiceAccountMissing = "the ServiceAccount does not exist"
+	// MsgImpersonationDenied is a denied write's detail when the API
+	// server refused the impersonation itself, in the model's namespace
+	// (%s): the operator may not impersonate there, whatever the
+	// ServiceAccount may do. It names the binding that is missing.
+	MsgImpersonationDenied = "the operator may not impersonate ServiceAccounts in namespace %s: bind ClusterRole " +
+		ImpersonatorRole + " to its ServiceAccount there (RoleBinding " + ImpersonatorRole + ")"
 
 	// The start of a rejected request's message when the API server said
 	// what is wrong; its causes follow (see Failure.Detail).

@@ -131,6 +131,7 @@ func deepCopyObserved(o Observed) Observed {
 		out.PendingPods = append(out.PendingPods, *o.PendingPods[i].DeepCopy())
 	}
 	out.NotReadyNodes = slices.Clone(o.NotReadyNodes)
+	out.ReplicaSets = slices.Clone(o.ReplicaSets)
 	if o.Failure != nil {
 		f := *o.Failure
 		out.Failure = &f
@@ -300,6 +301,7 @@ func (c *cluster) observed() Observed {
 			obs.Pods = append(obs.Pods, p)
 		}
 	}
+	obs.ReplicaSets = c.targetReplicaSets(obs.Deployment)
 	// The pods without a node, as the operator's pending-pod store selects
 	// them (by field, on the API server).
 	var pending corev1.PodList
@@ -325,6 +327,27 @@ func (c *cluster) observed() Observed {
 		}
 	}
 	return obs
+}
+
+// targetReplicaSets are the UIDs of the ReplicaSets of dep's namespace
+// whose controller is dep (by UID), as the reconciler verifies the
+// controllers of the pods it judges.
+func (c *cluster) targetReplicaSets(dep *appsv1.Deployment) []types.UID {
+	c.t.Helper()
+	if dep == nil {
+		return nil
+	}
+	var list appsv1.ReplicaSetList
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(dep.Namespace)); err != nil {
+		c.t.Fatal(err)
+	}
+	var out []types.UID
+	for i := range list.Items {
+		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.Kind == "Deployment" && ref.UID == dep.UID {
+			out = append(out, list.Items[i].UID)
+		}
+	}
+	return out
 }
 
 // decide computes the plan of the next pass without carrying it out.

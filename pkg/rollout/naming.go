@@ -38,7 +38,10 @@ const (
 	shortHashLength        = 10
 )
 
-var dnsSubdomainRE = regexp.MustCompile(v1alpha1.DNSSubdomainPattern)
+var (
+	dnsSubdomainRE = regexp.MustCompile(v1alpha1.DNSSubdomainPattern)
+	dnsLabelRE     = regexp.MustCompile(v1alpha1.DNSLabelPattern)
+)
 
 // SpecError is returned by Normalize for a spec the API server would reject.
 // Its message names fields and rules only, never the offending values, so it
@@ -166,6 +169,35 @@ func OwnerKey(obj *v1alpha1.OpenMedModel) string {
 		ns = "default"
 	}
 	return ns + "/" + obj.Name
+}
+
+// ParseOwnerKey splits an owner key ("<namespace>/<name>", OwnerKey) into
+// the namespace and name of an OpenMedModel, and reports false for any
+// value that cannot name one: a namespace that is no DNS label, a name that
+// is no DNS subdomain (both within their lengths). The operator's stores
+// keep an owner annotation only when it parses: anyone may write any value
+// into an annotation, up to its 256 KiB.
+func ParseOwnerKey(key string) (namespace, name string, ok bool) {
+	namespace, name, ok = strings.Cut(key, "/")
+	if !ok || len(namespace) > v1alpha1.MaxDNSLabelLength || !dnsLabelRE.MatchString(namespace) || !validName(name) {
+		return "", "", false
+	}
+	return namespace, name, true
+}
+
+// IsDigest reports whether s is a digest as Digest writes it: "sha256:" and
+// 64 lowercase hex characters. A manifest hash annotation of any other
+// shape was not written by the operator.
+func IsDigest(s string) bool {
+	if len(s) != len(DigestPrefix)+2*sha256.Size || !strings.HasPrefix(s, DigestPrefix) {
+		return false
+	}
+	for _, c := range s[len(DigestPrefix):] {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // CanonicalJSON encodes v as canonical JSON: sorted keys (the API types

@@ -252,6 +252,46 @@ func TestOwnerKeyAndTargetNames(t *testing.T) {
 	}
 }
 
+// TestParseOwnerKey: an owner annotation's value is kept only when it can
+// name a model; a manifest hash only when it is a digest as the operator
+// writes one.
+func TestParseOwnerKey(t *testing.T) {
+	for _, tc := range []struct {
+		key, ns, name string
+		ok            bool
+	}{
+		{key: "team-a/openmed-service", ns: "team-a", name: "openmed-service", ok: true},
+		{key: "team-a/a.b-c", ns: "team-a", name: "a.b-c", ok: true},
+		{key: strings.Repeat("n", 63) + "/" + strings.Repeat("m", 253), ns: strings.Repeat("n", 63), name: strings.Repeat("m", 253), ok: true},
+		{key: "team-a"},
+		{key: "/openmed-service"},
+		{key: "team-a/"},
+		{key: "Team-A/openmed-service"},
+		{key: "team-a/openmed/service"},
+		{key: strings.Repeat("n", 64) + "/m"},
+		{key: "n/" + strings.Repeat("m", 254)},
+		{key: "team-a/" + strings.Repeat("x", 200*1024)},
+	} {
+		ns, name, ok := ParseOwnerKey(tc.key)
+		if ns != tc.ns || name != tc.name || ok != tc.ok {
+			t.Errorf("ParseOwnerKey(%.40q) = %q, %q, %v; want %q, %q, %v", tc.key, ns, name, ok, tc.ns, tc.name, tc.ok)
+		}
+	}
+	digest := Digest([]byte("x"))
+	for s, want := range map[string]bool{
+		digest:                          true,
+		strings.ToUpper(digest):         false,
+		digest[:len(digest)-1]:          false,
+		digest + "0":                    false,
+		"sha512:" + digest[7:]:          false,
+		digest[:20] + "g" + digest[21:]: false,
+	} {
+		if IsDigest(s) != want {
+			t.Errorf("IsDigest(%q) = %v, want %v", s, !want, want)
+		}
+	}
+}
+
 func TestNormalizeRejectsValueFree(t *testing.T) {
 	obj := minimalModel()
 	obj.Spec.Family = "<script>secret</script>"

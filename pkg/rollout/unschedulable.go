@@ -46,7 +46,8 @@ func (d *decider) unschedulablePod(manifestHash string) (pod, message string, si
 	}
 	for i := range d.obs.PendingPods {
 		p := &d.obs.PendingPods[i]
-		if p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash || p.Annotations[v1alpha1.ModelResourceAnnotation] != OwnerKey(d.obj) {
+		if p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash || p.Annotations[v1alpha1.ModelResourceAnnotation] != OwnerKey(d.obj) ||
+			!OwnedByTarget(p, namespaceOf(d.obj), d.obs.ReplicaSets) {
 			continue
 		}
 		c := Unschedulable(p)

@@ -11,6 +11,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/health"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -115,6 +116,47 @@ func TestUnschedulable(t *testing.T) {
 		st := c.pass().Status
 		if conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.UnschedulableReason) {
 			t.Errorf("%v", condSummary(st))
+		}
+	})
+
+	// A copy of the pod template in another tenant's namespace, filed
+	// under the model by its owner annotation, and a pod of the model's
+	// namespace whose controller reference names the target's ReplicaSet
+	// with another UID: neither is the version's pod.
+	t.Run("a pod that only claims to belong does not count", func(t *testing.T) {
+		c := rollingV2(t)
+		other := newCluster(t)
+		copied := other.createUnschedulablePodOf(c.owner(), v2, gpuVerdict)
+		forged := c.templatePod(c.owner(), v2)
+		forged.OwnerReferences[0].UID = "0e7d1c4b-forged"
+		if err := env.Client.Create(context.Background(), forged); err != nil {
+			t.Fatal(err)
+		}
+		c.setPodStatus(forged.Name, func(p *corev1.Pod) {
+			p.Status.Phase = corev1.PodPending
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: gpuVerdict, LastTransitionTime: metav1.NewTime(time.Now())}}
+		})
+		obs := c.observed()
+		pod := corev1.Pod{}
+		if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: other.ns, Name: copied}, &pod); err != nil {
+			t.Fatal(err)
+		}
+		obs.PendingPods = append(obs.PendingPods, pod)
+		if len(obs.PendingPods) != 2 {
+			t.Fatalf("%d pending pods observed, want the forged reference and the copy", len(obs.PendingPods))
+		}
+		st := decideWith(t, c.obj, obs, c.opts).Status
+		if conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.UnschedulableReason) || strings.Contains(kstatusMessage(st), copied) {
+			t.Errorf("a pod that only claims to belong is the version's: %v", condSummary(st))
+		}
+		// The version's own pod does count.
+		own := c.createUnschedulablePod(v2, gpuVerdict)
+		obs = c.observed()
+		obs.PendingPods = append(obs.PendingPods, pod)
+		st = decideWith(t, c.obj, obs, c.opts).Status
+		if !conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.UnschedulableReason) || !strings.Contains(kstatusMessage(st), own) {
+			t.Errorf("the version's own pod does not count: %v", condSummary(st))
 		}
 	})
 

@@ -32,6 +32,7 @@ var (
 const (
 	MsgFamily         = "must start with a letter, end with a letter or digit, and contain only letters, digits, '.', '_' or '-'"
 	MsgVersion        = "must be a model pointer that starts with a letter or digit and contains only letters, digits and '.', '_', ':', '@', '/', '+', '~', '-'"
+	MsgVersionPath    = "must not contain '..' or '://': a model pointer names an artefact, not a path or a URL."
 	MsgDNSSubdomain   = "must be a valid DNS subdomain"
 	MsgDNSLabel       = "must be a valid DNS label"
 	MsgIntOrPercent   = "must be a non-negative integer or a percentage from 0% to 100%"
@@ -69,6 +70,10 @@ func ValidateSpec(spec *v1alpha1.OpenMedModelSpec, fldPath *field.Path) field.Er
 	var errs field.ErrorList
 	errs = append(errs, validateString(spec.Family, fldPath.Child("family"), v1alpha1.MaxFamilyLength, familyRE, MsgFamily, true)...)
 	errs = append(errs, validateString(spec.Version, fldPath.Child("version"), v1alpha1.MaxVersionLength, versionRE, MsgVersion, true)...)
+	if strings.Contains(spec.Version, "..") || strings.Contains(spec.Version, "://") {
+		// The field's CEL rule (x-kubernetes-validations on version).
+		errs = append(errs, field.Invalid(fldPath.Child("version"), field.OmitValueType{}, MsgVersionPath))
+	}
 	if !validTier(spec.Tier) {
 		errs = append(errs, field.Invalid(fldPath.Child("tier"), field.OmitValueType{}, MsgTier))
 	}

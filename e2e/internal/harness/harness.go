@@ -172,15 +172,17 @@ func (c *Cluster) LeaseNamespace() string {
 const TenantServiceAccount = "openmed-deployer"
 
 // Tenant makes ns a tenant namespace in a lockdown cluster: it creates the
-// objects of examples/tenancy/tenant-role.yaml there (the namespace
-// replaced, nothing else) and returns the ServiceAccount the models of ns
-// name. Outside the lockdown it does nothing and returns "".
+// objects of examples/tenancy/tenant-role.yaml and
+// examples/tenancy/impersonator-binding.yaml there (the namespace replaced,
+// nothing else) and returns the ServiceAccount the models of ns name.
+// Outside the lockdown it does nothing and returns "".
 func (c *Cluster) Tenant(t *testing.T, ns string) string {
 	t.Helper()
 	if !c.Lockdown() {
 		return ""
 	}
 	ApplyTenantRole(t, c.Client, ns)
+	ApplyImpersonatorBinding(t, c.Client, ns)
 	return TenantServiceAccount
 }
 
@@ -189,6 +191,22 @@ func (c *Cluster) Tenant(t *testing.T, ns string) string {
 func ApplyTenantRole(t *testing.T, c client.Client, ns string) {
 	t.Helper()
 	objs, err := localrun.TenantRole(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := c.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// ApplyImpersonatorBinding creates examples/tenancy/impersonator-binding.yaml
+// in ns, the namespace replaced (localrun.ImpersonatorBinding): the operator
+// may then impersonate the ServiceAccounts of ns.
+func ApplyImpersonatorBinding(t *testing.T, c client.Client, ns string) {
+	t.Helper()
+	objs, err := localrun.ImpersonatorBinding(ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,6 +564,10 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 	}
 	short := strings.TrimPrefix(h, "sha256:")
 	short = short[:min(10, len(short))]
+	owner, err := s.ensureReplicaSet(d, short)
+	if err != nil {
+		return nil, err
+	}
 	var names []string
 	for i := 0; i < int(ptr.Deref(d.Spec.Replicas, 1)); i++ {
 		name := fmt.Sprintf("%s-%s-%d", d.Name, short, i)
@@ -559,7 +581,6 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		for k, v := range d.Spec.Template.Labels {
 			labels[k] = v
 		}
-		owner := metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: d.Name + "-" + short, UID: d.UID, Controller: ptr.To(true)}
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations,
 				OwnerReferences: []metav1.OwnerReference{owner}},
@@ -579,6 +600,33 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// ensureReplicaSet creates, unless it exists, the ReplicaSet of d's
+// template whose pod-template-hash is hash, as the Deployment controller
+// does (named "<deployment>-<hash>", the template's labels and the hash,
+// controlled by d), and returns the controller reference its pods carry:
+// a pod counts for a model only through that chain of UIDs.
+func (s *StandIn) ensureReplicaSet(d *appsv1.Deployment, hash string) (metav1.OwnerReference, error) {
+	ctx := context.Background()
+	labels := map[string]string{appsv1.DefaultDeploymentUniqueLabelKey: hash}
+	for k, v := range d.Spec.Template.Labels {
+		labels[k] = v
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name + "-" + hash, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(d, appsv1.SchemeGroupVersion.WithKind("Deployment"))}},
+		Spec: appsv1.ReplicaSetSpec{Replicas: ptr.To[int32](0), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: d.Spec.Template.Spec}},
+	}
+	err := s.c.Create(ctx, rs)
+	if apierrors.IsAlreadyExists(err) {
+		err = s.c.Get(ctx, client.ObjectKeyFromObject(rs), rs)
+	}
+	if err != nil {
+		return metav1.OwnerReference{}, err
+	}
+	return *metav1.NewControllerRef(rs, appsv1.SchemeGroupVersion.WithKind("ReplicaSet")), nil
 }
 
 // crash reports, after wait, that the pod's container was OOM-killed and

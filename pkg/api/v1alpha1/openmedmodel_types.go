@@ -99,6 +99,7 @@ type OpenMedModelSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._:@/+~-]{0,252}$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('..') && !self.contains('://')",message="must not contain '..' or '://': a model pointer names an artefact, not a path or a URL."
 	Version string `json:"version"`
 
 	// Tier is the published OpenMed model size or device tier.
