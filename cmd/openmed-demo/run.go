@@ -180,8 +180,8 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return nil
 	}
 
-	// The metrics endpoint serves a token allowed to read it: one of a
-	// ServiceAccount bound to openmed-metrics-reader, as Prometheus's is.
+	// The metrics endpoint answers only a token allowed to read it: one of
+	// a ServiceAccount bound to openmed-metrics-reader, as Prometheus's is.
 	tokenFile, err := metricsToken(ctx, c, bundle.ServiceAccount.Namespace, workDir)
 	if err != nil {
 		return err
