@@ -39,10 +39,12 @@ import (
 // Deployments, manifest ConfigMaps and pods are not in the manager's cache:
 // the reconciler keeps the claimed Deployments, the ConfigMaps it created
 // and the pods of baking versions in stores of its own, in a smaller shape
-// (deployments.go, configmaps.go, pods.go). A ConfigMap is kept with its
-// name, owner and version only (PruneConfigMap; in a shard, its shard
-// labels too): a manifest ConfigMap is immutable and named by the hash of
-// its content, so its owner and name say what it holds. A Deployment is pruned
+// (deployments.go, configmaps.go, pods.go). A ConfigMap is watched as
+// metadata and kept with its name, controller and version only
+// (PruneConfigMap; in a shard, its shard labels too): what a manifest
+// ConfigMap holds is known from the model's record of the ConfigMaps the
+// operator wrote or read (status.verifiedConfigMaps, by UID), or read when
+// a pass needs it. A Deployment is pruned
 // to what a decision reads (PruneDeployment: the operator's annotations and
 // labels, the shard labels, replicas, strategy, deadline, paused, the
 // preload env entry of each container, status), and its managedFields to
@@ -306,9 +308,9 @@ func intern(s string) string { return unique.Make(s).Value() }
 
 // PruneConfigMap returns a ConfigMap as the ConfigMap store keeps it
 // (configmaps.go): its identity, resourceVersion, creation and deletion
-// times and owner references, no data (and, in a shard, its shard labels);
-// the data of one that is not immutable, which the operator did not write.
-// Anything but a *corev1.ConfigMap is returned as it is.
+// times and its controller reference to an OpenMedModel, no data (and, in a
+// shard, its shard labels). Anything but a *corev1.ConfigMap or a
+// ConfigMap's *metav1.PartialObjectMetadata is returned as it is.
 func PruneConfigMap(obj any) (any, error) {
 	k, err := keepConfigMap(obj, nil)
 	if kept, ok := k.(*keptConfigMap); ok {
@@ -534,18 +536,44 @@ func attributes(p fieldpath.Path, shard []string) bool {
 	return false
 }
 
-// operatorKeys keeps the openmed.ai annotations (or labels), their keys and
+// operatorKeys keeps of a Deployment's (or its pod template's) labels or
+// annotations the operator's own keys (operatorKeyValues), their keys and
 // values stored once for all cached objects (a manifest hash is the one the
-// model's status holds).
+// model's status holds). Whoever may label a Deployment as claimed may
+// also give it any other openmed.ai key, or 256 KiB in one of these:
+// nothing else is kept, and a value the operator could not have written
+// is kept as foreignValue, which a decision reads as somebody else's.
 func operatorKeys(in map[string]string) map[string]string {
 	var out map[string]string
-	for k, v := range in {
-		if strings.HasPrefix(k, "openmed.ai/") {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[intern(k)] = intern(v)
+	for k, valid := range operatorKeyValues {
+		v, ok := in[k]
+		if !ok {
+			continue
 		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if !valid(v) {
+			v = foreignValue
+		}
+		// k is the table's own string: no copy per object.
+		out[k] = intern(v)
 	}
 	return out
+}
+
+// foreignValue is what the Deployment store keeps of an operator's key
+// whose value the operator could not have written (an owner annotation
+// that names no model, a manifest hash that is no digest, a label of
+// another value): not empty, never equal to a value the operator writes.
+const foreignValue = "<foreign>"
+
+// operatorKeyValues are the label and annotation keys of its own the
+// operator reads on a Deployment and its pod template, each with the test
+// of a value it may have written.
+var operatorKeyValues = map[string]func(string) bool{
+	v1alpha1.ModelResourceAnnotation: func(v string) bool { _, _, ok := rollout.ParseOwnerKey(v); return ok },
+	v1alpha1.ManifestHashAnnotation:  rollout.IsDigest,
+	v1alpha1.ClaimedLabel:            func(v string) bool { return v == "true" },
+	v1alpha1.BakeLabel:               func(v string) bool { return v == "true" },
 }

@@ -3,8 +3,9 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"maps"
+	"slices"
 	"sort"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,9 +31,18 @@ import (
 // keeps a keptConfigMap per ConfigMap, held by its owner (ownerMap), and a
 // source that wakes a ConfigMap's owner, as Owns would.
 
+// The store watches the ConfigMaps as metadata only: whoever may create a
+// ConfigMap may label it as the operator's, with 1 MiB of data, in any
+// namespace; the operator receives none of that data. What a manifest
+// ConfigMap holds is known from the model's record of the ConfigMaps the
+// operator wrote or read (status.verifiedConfigMaps, by UID), or read from
+// the API server, one ConfigMap, when a pass needs it
+// (rollout.Plan.ReadConfigMaps).
+
 // keptConfigMap is a manifest ConfigMap as the ConfigMap store keeps it:
-// exactly what PruneConfigMap keeps (and, in a shard, its shard labels), in
-// a smaller shape; configMap returns it as the pruned *corev1.ConfigMap.
+// its identity, its controller reference of kind OpenMedModel and, in a
+// shard, its shard labels; configMap returns it as a *corev1.ConfigMap
+// without data.
 type keptConfigMap struct {
 	namespace, name, resourceVersion string
 	uid                              types.UID
@@ -42,11 +52,6 @@ type keptConfigMap struct {
 	// labels is the shared map of its shard labels (sharedLabels), nil
 	// outside a shard.
 	labels map[string]string
-	// immutable is the ConfigMap's immutable field.
-	immutable *bool
-	// data is kept for a ConfigMap that is not immutable only (not one the
-	// operator wrote: it must not be taken for a manifest).
-	data map[string]string
 }
 
 // The values the kept pointers to booleans point at: read only.
@@ -67,43 +72,44 @@ func sharedBool(b *bool) *bool {
 	}
 }
 
-// keepConfigMap is the ConfigMap store's transform: a *corev1.ConfigMap
-// becomes the *keptConfigMap of what PruneConfigMap keeps, with the shard
-// label keys shard; anything else (a tombstone) is returned as it is.
+// keepConfigMap is the ConfigMap store's transform: a ConfigMap's metadata
+// (*metav1.PartialObjectMetadata, or a *corev1.ConfigMap's) becomes the
+// *keptConfigMap of it, with
+// the shard label keys shard; anything else (a tombstone) is returned as
+// it is. Of the owner references only the controller reference of kind
+// OpenMedModel is kept, whatever else the ConfigMap carries.
 func keepConfigMap(obj any, shard []string) (any, error) {
-	cm, ok := obj.(*corev1.ConfigMap)
-	if !ok {
+	var m *metav1.ObjectMeta
+	switch o := obj.(type) {
+	case *metav1.PartialObjectMetadata:
+		m = &o.ObjectMeta
+	case *corev1.ConfigMap:
+		m = &o.ObjectMeta
+	default:
 		return obj, nil
 	}
-	k := &keptConfigMap{namespace: intern(cm.Namespace), name: cm.Name, resourceVersion: cm.ResourceVersion, uid: cm.UID,
-		created: cm.CreationTimestamp, deleted: cm.DeletionTimestamp, immutable: sharedBool(cm.Immutable)}
+	k := &keptConfigMap{namespace: intern(m.Namespace), name: m.Name, resourceVersion: m.ResourceVersion, uid: m.UID,
+		created: m.CreationTimestamp, deleted: m.DeletionTimestamp}
 	if len(shard) > 0 {
-		k.labels = sharedLabels(cm.Labels, shard)
+		k.labels = sharedLabels(m.Labels, shard)
 	}
-	if n := len(cm.OwnerReferences); n > 0 {
-		k.ownerReferences = make([]metav1.OwnerReference, n)
-		for i, ref := range cm.OwnerReferences {
-			k.ownerReferences[i] = metav1.OwnerReference{APIVersion: intern(ref.APIVersion), Kind: intern(ref.Kind), Name: ref.Name, UID: ref.UID,
-				Controller: sharedBool(ref.Controller), BlockOwnerDeletion: sharedBool(ref.BlockOwnerDeletion)}
+	for _, ref := range m.OwnerReferences {
+		if ref.Controller != nil && *ref.Controller {
+			if ref.Kind == "OpenMedModel" {
+				k.ownerReferences = []metav1.OwnerReference{{APIVersion: intern(ref.APIVersion), Kind: intern(ref.Kind), Name: ref.Name, UID: ref.UID,
+					Controller: sharedBool(ref.Controller), BlockOwnerDeletion: sharedBool(ref.BlockOwnerDeletion)}}
+			}
+			break
 		}
-	}
-	if k.immutable == nil || !*k.immutable {
-		k.data = cm.Data
 	}
 	return k, nil
 }
 
-// configMap returns the kept ConfigMap as the pruned *corev1.ConfigMap
-// (PruneConfigMap's result, with the shard labels), a copy the caller may
-// change.
+// configMap returns the kept ConfigMap as a *corev1.ConfigMap without data,
+// a copy the caller may change.
 func (k *keptConfigMap) configMap() *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{TypeMeta: configMapTypeMeta}
 	k.objectMeta().DeepCopyInto(&cm.ObjectMeta)
-	if k.immutable != nil {
-		cm.Immutable = new(bool)
-		*cm.Immutable = *k.immutable
-	}
-	cm.Data = maps.Clone(k.data)
 	return cm
 }
 
@@ -193,8 +199,12 @@ const configMapStoreDescription = "manifest ConfigMaps"
 // selector picks, with the shard label keys shard. It starts with the
 // controller (Start) and stops with it.
 func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string) (*configMapStore, error) {
-	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &corev1.ConfigMapList{} })
-	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.ConfigMap{}, toolscache.SharedIndexInformerOptions{
+	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
+		return list
+	})
+	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{}, toolscache.SharedIndexInformerOptions{
 		ObjectDescription: configMapStoreDescription,
 	})
 	if err := inf.SetTransform(func(obj any) (any, error) { return keepConfigMap(obj, shard) }); err != nil {
@@ -305,3 +315,47 @@ func (s *configMapStore) WaitForSync(ctx context.Context) error {
 }
 
 func (s *configMapStore) String() string { return configMapStoreDescription }
+
+// writtenManifests remembers, per model, the manifest ConfigMaps this
+// process created (rollout.Observed.WrittenConfigMaps): by the UID the
+// create answered with and the manifest hash of what it wrote, until the
+// model's status records them (status.verifiedConfigMaps, written with the
+// next status write a pass makes anyway). A process that starts without
+// them reads such a ConfigMap once.
+type writtenManifests struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName][]v1alpha1.VerifiedConfigMap
+}
+
+func newWrittenManifests() *writtenManifests {
+	return &writtenManifests{m: map[types.NamespacedName][]v1alpha1.VerifiedConfigMap{}}
+}
+
+// add remembers rec as written for model, in place of an earlier write of
+// its name.
+func (w *writtenManifests) add(model types.NamespacedName, rec v1alpha1.VerifiedConfigMap) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	recs := slices.DeleteFunc(w.m[model], func(r v1alpha1.VerifiedConfigMap) bool { return r.Name == rec.Name })
+	w.m[model] = append(recs, rec)
+}
+
+// unrecorded returns the writes of model that recorded (the model's
+// status.verifiedConfigMaps) does not hold, and forgets the others.
+func (w *writtenManifests) unrecorded(model types.NamespacedName, recorded []v1alpha1.VerifiedConfigMap) []v1alpha1.VerifiedConfigMap {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	recs := slices.DeleteFunc(w.m[model], func(r v1alpha1.VerifiedConfigMap) bool { return slices.Contains(recorded, r) })
+	if len(recs) == 0 {
+		delete(w.m, model)
+		return nil
+	}
+	w.m[model] = recs
+	return slices.Clone(recs)
+}
+
+func (w *writtenManifests) forget(model types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.m, model)
+}

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 // The Deployments the operator claimed are not in the manager's cache
@@ -129,6 +130,9 @@ type keptContainer struct {
 	env  []keptEnv
 }
 
+// maxKeptEnvValue bounds the literal value of a kept env entry.
+const maxKeptEnvValue = 256
+
 // keptEnv is an env entry. The operator's (a ConfigMap key reference) is
 // kept as its ConfigMap's name and key; any other source as it is.
 type keptEnv struct {
@@ -142,6 +146,12 @@ type keptEnv struct {
 
 func keepEnv(e corev1.EnvVar) keptEnv {
 	k := keptEnv{name: intern(e.Name), value: e.Value}
+	if len(k.value) > maxKeptEnvValue {
+		// A literal value on the preload entry is another manager's,
+		// which the operator replaces (its content is never read): a
+		// digest keeps it distinct and bounded.
+		k.value = rollout.Digest([]byte(k.value))
+	}
 	switch from := e.ValueFrom; {
 	case from == nil:
 	case from.ConfigMapKeyRef != nil && from.ConfigMapKeyRef.Optional == nil &&

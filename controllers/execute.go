@@ -68,12 +68,18 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 				drop = append(drop, k)
 			}
 		}
-		if err := target.CreateConfigMap(wctx, r.Writer, r.APIReader, cm, p.obj.UID, drop...); err != nil {
-			if errors.Is(err, target.ErrNameTaken) {
-				return outcome{failure: &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.NameTaken}}
-			}
+		uid, err := target.CreateConfigMap(wctx, r.Writer, r.APIReader, cm, p.obj.UID, drop...)
+		switch {
+		case errors.Is(err, target.ErrNameTaken):
+			return outcome{failure: &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.NameTaken}}
+		case errors.Is(err, target.ErrManifestMismatch):
+			return outcome{failure: &rollout.Failure{Step: rollout.StepManifest, Kind: rollout.Mismatch, Detail: cm.Name}}
+		case err != nil:
 			return fail(rollout.StepManifest, err)
 		}
+		// What it holds is what the plan wrote (or the read of the one
+		// that existed found): recorded with the next status write.
+		r.written.add(p.key, v1alpha1.VerifiedConfigMap{Name: cm.Name, UID: uid, ManifestHash: rollout.ManifestConfigMapHash(cm)})
 		if r.cachesConfigMap(cm.Labels) {
 			// The cache will show it (the create, or a relabel of the
 			// model's own ConfigMap, leaves cm's labels on the shard
@@ -83,7 +89,13 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 	}
 	for _, l := range plan.LabelConfigMaps {
-		if err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, l.Labels); err != nil {
+		err := target.LabelConfigMap(wctx, r.Writer, ns, l.Name, p.observed.ConfigMapUID(l.Name), l.Labels)
+		switch {
+		case errors.Is(err, target.ErrReplaced):
+			// Another ConfigMap of the name since the pass read it:
+			// decided again once the store shows it.
+			return outcome{stale: true}
+		case err != nil:
 			return fail(rollout.StepManifest, err)
 		}
 	}
@@ -163,7 +175,11 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 	}
 	for _, name := range plan.PruneConfigMaps {
-		if err := target.DeleteConfigMap(wctx, r.Writer, ns, name); err != nil {
+		err := target.DeleteConfigMap(wctx, r.Writer, ns, name, p.observed.ConfigMapUID(name))
+		switch {
+		case errors.Is(err, target.ErrReplaced):
+			return outcome{stale: true}
+		case err != nil:
 			return fail(rollout.StepPrune, err)
 		}
 	}

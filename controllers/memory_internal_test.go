@@ -3,10 +3,13 @@ package controllers
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/json"
 
@@ -161,47 +163,55 @@ func liveHeap() (bytes, objects uint64) {
 	return m.HeapAlloc, m.HeapObjects
 }
 
-// TestKeptConfigMap: the ConfigMap store hands out what PruneConfigMap
-// documents — identity, version, times, owner references, the immutable
-// field, the shard labels — and the data only of a ConfigMap that is not
-// immutable (not one the operator wrote); each read is a copy of its own.
+// TestKeptConfigMap: the ConfigMap store keeps of a ConfigMap what
+// PruneConfigMap documents — identity, version, times, its controller
+// reference to an OpenMedModel, the shard labels —, no data and no other
+// owner reference, whatever the ConfigMap carries (1 MiB of data, a
+// hundred owner references); each read is a copy of its own.
 func TestKeptConfigMap(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("testdata", "memory", "configmap.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name      string
-		immutable *bool
-		shard     []string
-		labels    map[string]string
-		data      bool
+		name   string
+		shard  []string
+		labels map[string]string
+		edit   func(*corev1.ConfigMap)
 	}{
-		{name: "a manifest", immutable: ptr.To(true)},
-		{name: "a manifest in a shard", immutable: ptr.To(true), shard: []string{"sharding.fluxcd.io/key"}, labels: map[string]string{"sharding.fluxcd.io/key": "shard1"}},
-		{name: "not immutable", immutable: nil, data: true},
-		{name: "immutable false", immutable: ptr.To(false), data: true},
+		{name: "a manifest"},
+		{name: "a manifest in a shard", shard: []string{"sharding.fluxcd.io/key"}, labels: map[string]string{"sharding.fluxcd.io/key": "shard1"}},
+		{name: "not immutable, 1 MiB of data", edit: func(cm *corev1.ConfigMap) {
+			cm.Immutable = nil
+			cm.Data = map[string]string{"x": strings.Repeat("x", 1<<20)}
+		}},
+		{name: "a hundred more owner references", edit: func(cm *corev1.ConfigMap) {
+			for i := range 100 {
+				cm.OwnerReferences = append(cm.OwnerReferences, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: fmt.Sprint("p", i), UID: types.UID(fmt.Sprint("u", i))})
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sent := &corev1.ConfigMap{}
 			if err := json.UnmarshalCaseSensitivePreserveInts(raw, sent); err != nil {
 				t.Fatal(err)
 			}
-			sent.Immutable = tc.immutable
+			want := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}}
+			want.Namespace, want.Name, want.UID, want.ResourceVersion = sent.Namespace, sent.Name, sent.UID, sent.ResourceVersion
+			want.CreationTimestamp, want.OwnerReferences, want.Labels = sent.CreationTimestamp, slices.Clone(sent.OwnerReferences), tc.labels
 			for k, v := range tc.labels {
 				sent.Labels[k] = v
 			}
-			kept, err := keepConfigMap(sent.DeepCopy(), tc.shard)
+			if tc.edit != nil {
+				tc.edit(sent)
+			}
+			// As the store's watch delivers it: metadata only.
+			meta := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, ObjectMeta: *sent.ObjectMeta.DeepCopy()}
+			kept, err := keepConfigMap(meta, tc.shard)
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := kept.(*keptConfigMap).configMap()
-			want := &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"}, Immutable: tc.immutable}
-			want.Namespace, want.Name, want.UID, want.ResourceVersion = sent.Namespace, sent.Name, sent.UID, sent.ResourceVersion
-			want.CreationTimestamp, want.OwnerReferences, want.Labels = sent.CreationTimestamp, sent.OwnerReferences, tc.labels
-			if tc.data {
-				want.Data = sent.Data
-			}
 			if !equality.Semantic.DeepEqual(got, want) {
 				t.Errorf("the store hands out\n%+v\nwant\n%+v", got, want)
 			}
@@ -224,4 +234,64 @@ func decodeCaptured(t *testing.T, file string, obj any) {
 	if err := json.UnmarshalCaseSensitivePreserveInts(raw, obj); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestKeptDeploymentBounded: whoever may label a Deployment as claimed
+// decides what the Deployment store receives: 200 KiB in the operator's
+// owner annotation, in its manifest-hash annotation, in any other
+// openmed.ai annotation, and a literal preload value of 200 KiB. The store
+// keeps the operator's keys only, a value it could not have written as
+// foreignValue (a foreign owner, as before), and a digest of the literal;
+// what it holds stays within TestCachedBytes' budget of a Deployment.
+func TestKeptDeploymentBounded(t *testing.T) {
+	big := strings.Repeat("x", 200*1024)
+	d := &appsv1.Deployment{}
+	decodeCaptured(t, "deployment.json", d)
+	d.Annotations[v1alpha1.ModelResourceAnnotation] = "models/" + big
+	d.Annotations["openmed.ai/anything"] = big
+	d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] = big
+	d.Spec.Template.Annotations["openmed.ai/else"] = big
+	d.Spec.Template.Labels[v1alpha1.BakeLabel] = "maybe"
+	for i := range d.Spec.Template.Spec.Containers[0].Env {
+		if e := &d.Spec.Template.Spec.Containers[0].Env[i]; e.Name == v1alpha1.PreloadEnvVar {
+			e.Value, e.ValueFrom = big, nil
+		}
+	}
+	kept, err := keepDeployment(d, nil, rollout.DefaultFieldManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kept.(*keptDeployment)
+	got := k.deployment()
+	want := map[string]string{v1alpha1.ModelResourceAnnotation: foreignValue}
+	if !maps.Equal(got.Annotations, want) {
+		t.Errorf("annotations kept: %v, want %v", keys(got.Annotations), want)
+	}
+	if a := got.Spec.Template.Annotations; len(a) != 2 || a[v1alpha1.ManifestHashAnnotation] != foreignValue {
+		t.Errorf("template annotations kept: %v", keys(a))
+	}
+	if got.Spec.Template.Labels[v1alpha1.BakeLabel] != foreignValue {
+		t.Errorf("bake label kept as %q", got.Spec.Template.Labels[v1alpha1.BakeLabel])
+	}
+	for _, e := range got.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == v1alpha1.PreloadEnvVar && (len(e.Value) > maxKeptEnvValue || e.Value == "") {
+			t.Errorf("the literal preload value kept with %d bytes", len(e.Value))
+		}
+	}
+	size := 0
+	for _, s := range append(append(append(k.labels, k.annotations...), k.templateLabels...), k.templateAnnotations...) {
+		size += len(s)
+	}
+	if size > 1024 {
+		t.Errorf("the kept labels and annotations hold %d bytes", size)
+	}
+}
+
+// keys returns m's keys with the length of each value.
+func keys(m map[string]string) map[string]int {
+	out := map[string]int{}
+	for k, v := range m {
+		out[k] = len(v)
+	}
+	return out
 }

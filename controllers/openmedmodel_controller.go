@@ -127,8 +127,10 @@ type OpenMedModelReconciler struct {
 	targetLag   *cacheLag
 	// manifestLag: the manifest ConfigMaps created and not cached yet.
 	manifestLag *manifestLag
-	pods        *podStore
-	pending     *podStore
+	// written: the manifest ConfigMaps created and not recorded yet.
+	written *writtenManifests
+	pods    *podStore
+	pending *podStore
 	// replicaSets are the ReplicaSets of baking versions, rsVerdicts what
 	// a read told of the others (replicasets.go).
 	replicaSets *replicaSetStore
@@ -213,7 +215,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
 	configMaps := shardSelector(opts.Models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue)
 	r.cachesConfigMap = func(l map[string]string) bool { return configMaps.Matches(labels.Set(l)) }
-	r.modelLag, r.targetLag, r.manifestLag = newCacheLag(), newCacheLag(), newManifestLag()
+	r.modelLag, r.targetLag, r.manifestLag, r.written = newCacheLag(), newCacheLag(), newManifestLag(), newWrittenManifests()
 
 	if err := addIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, targetIndexKey, indexModelsByTarget); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
@@ -426,6 +428,14 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 		return p.requeue(wokeCacheLag, lagRecheck), nil
 	}
 	p.plan = r.decide(p)
+	if len(p.plan.ReadConfigMaps) > 0 {
+		// The target may point at a manifest ConfigMap only once its
+		// content is known: read it and decide again.
+		if err := r.readConfigMaps(ctx, p); err != nil {
+			return r.report(ctx, p, &rollout.Failure{Step: rollout.StepInternal, Kind: classify(err), Detail: err.Error()}, version), nil
+		}
+		p.plan = r.decide(p)
+	}
 	if p.plan.ReadPods {
 		// The bake ends in this pass unless the pods, as the API server
 		// has them, show a failure the pod store has not received yet.
@@ -636,6 +646,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			return observed, targetWaiting, nil
 		}
 		observed.ConfigMaps = cms
+		observed.WrittenConfigMaps = r.written.unrecorded(types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name}, obj.Status.VerifiedConfigMaps)
 	}
 	desired, previous := rollout.TargetNames(obj)
 	var err error
@@ -682,11 +693,34 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			}
 			if cm != nil {
 				observed.ConfigMaps = append(observed.ConfigMaps, *cm)
+				observed.ConfigMapContents = append(observed.ConfigMapContents, *cm)
 			}
 		}
 		sort.Slice(observed.ConfigMaps, func(i, j int) bool { return observed.ConfigMaps[i].Name < observed.ConfigMaps[j].Name })
 	}
 	return observed, read, nil
+}
+
+// readConfigMaps reads from the API server the manifest ConfigMaps the
+// plan must know the content of (rollout.Plan.ReadConfigMaps), whole, into
+// the observed contents. One that is gone leaves the observed ConfigMaps
+// (the store has not caught up with its deletion): the pass decides
+// without it.
+func (r *OpenMedModelReconciler) readConfigMaps(ctx context.Context, p *pass) error {
+	p.readAround = true
+	for _, name := range p.plan.ReadConfigMaps {
+		cm := &corev1.ConfigMap{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: p.obj.Namespace, Name: name}, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			p.observed.ConfigMaps = slices.DeleteFunc(p.observed.ConfigMaps, func(cm corev1.ConfigMap) bool { return cm.Name == name })
+		case err != nil:
+			return fmt.Errorf("read the manifest ConfigMap %s/%s of OpenMedModel %s: %w", p.obj.Namespace, name, p.key, err)
+		default:
+			p.observed.ConfigMapContents = append(p.observed.ConfigMapContents, *cm)
+		}
+	}
+	return nil
 }
 
 // readBakePods reads from the API server, for the pass that ends a bake
@@ -1118,6 +1152,7 @@ func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.modelLag.forget(key)
 	r.manifestLag.forget(key)
 	r.rsVerdicts.forget(key)
+	r.written.forget(key)
 	r.mu.Lock()
 	delete(r.rolloutFrom, key)
 	delete(r.unanswered, key)

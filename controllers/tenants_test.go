@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -117,7 +119,15 @@ func TestForgedPodsFailNoBake(t *testing.T) {
 		}
 	}
 
-	got := waitFor(t, ns, "svc", v1alpha1.PhaseReady, v1alpha1.RolloutSucceededReason)
+	var got *v1alpha1.OpenMedModel
+	eventually(t, "Ready at v2 after the bake, or rolled back", func() (bool, string) {
+		got = getModel(t, ns, "svc")
+		return got.Status.Phase == v1alpha1.PhaseRolledBack || (got.Status.Phase == v1alpha1.PhaseReady && got.Status.ActiveVersion == "OpenMed/pii-v2"),
+			fmt.Sprintf("%s active %s", got.Status.Phase, got.Status.ActiveVersion)
+	})
+	if got.Status.Phase == v1alpha1.PhaseRolledBack {
+		t.Fatalf("rolled back: a pod that only claims to belong failed the bake (%v)", condition(got, v1alpha1.DegradedCondition))
+	}
 	if got.Status.ActiveVersion != "OpenMed/pii-v2" || got.Status.History[0].Version != "OpenMed/pii-v2" {
 		t.Errorf("active %s, history %s: the bake was failed by a pod that only claims to belong", got.Status.ActiveVersion, got.Status.History[0].Version)
 	}
@@ -240,4 +250,94 @@ func TestLongNamedModelKeepsItsEvents(t *testing.T) {
 	m.Spec.TargetRef.Name = "svc"
 	createModel(t, m)
 	recordedEvents(t, ns, name, v1alpha1.RolloutStartedReason, 1)
+}
+
+// TestReplacedManifestRestored: whoever may delete and create ConfigMaps
+// in the model's namespace deletes the manifest ConfigMap the Deployment
+// points at and creates it again under the same name, owned by the model
+// and immutable, with another model's pointer — while the operator runs
+// (its own create of the deleted ConfigMap meets the replacement:
+// AlreadyExists), and while it is down (a new process finds a ConfigMap
+// of a UID the status does not record). Either way the operator reads it,
+// deletes it with its UID as precondition and writes the manifest again,
+// with a ManifestMismatch event that names it; the Deployment's pointer
+// never changes name (no roll), and the model is Ready again.
+func TestReplacedManifestRestored(t *testing.T) {
+	ctx := context.Background()
+	forge := func(t *testing.T, served *corev1.ConfigMap) *corev1.ConfigMap {
+		t.Helper()
+		forged := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: served.Namespace, Name: served.Name, Labels: served.Labels,
+			Annotations: served.Annotations, OwnerReferences: served.OwnerReferences}, Immutable: ptr.To(true),
+			Data: map[string]string{v1alpha1.PreloadEnvVar: "Someone/else", v1alpha1.ManifestKey: "{}\n"}}
+		if err := env.Client.Create(ctx, forged); err != nil {
+			t.Fatal(err)
+		}
+		return forged
+	}
+	restored := func(t *testing.T, op *operator, ns string, forged *corev1.ConfigMap, generation int64) {
+		t.Helper()
+		msgs := recordedEvents(t, ns, "svc", v1alpha1.ManifestMismatchReason, 1)
+		if !strings.Contains(msgs[0], forged.Name) || strings.Contains(msgs[0], "Someone") {
+			t.Errorf("event %q: want the ConfigMap named, none of its content", msgs[0])
+		}
+		eventually(t, "the manifest written again, the model Ready", func() (bool, string) {
+			cm := &corev1.ConfigMap{}
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(forged), cm)
+			c := condition(getModel(t, ns, "svc"), v1alpha1.ReadyCondition)
+			return err == nil && cm.UID != forged.UID && cm.Data[v1alpha1.PreloadEnvVar] == "OpenMed/pii-v1" && c != nil && c.Status == metav1.ConditionTrue,
+				fmt.Sprintf("err %v, preload %q, Ready %v", err, cm.Data[v1alpha1.PreloadEnvVar], c)
+		})
+		d := getDeployment(t, ns, "svc")
+		if p := preload(d); p == nil || p.ValueFrom == nil || p.ValueFrom.ConfigMapKeyRef.Name != forged.Name || d.Generation != generation {
+			t.Errorf("pointer %v, generation %d (was %d): the restore must not roll the pods", p, d.Generation, generation)
+		}
+		deletes := op.writes.requests("DELETE", "/configmaps/"+forged.Name)
+		if len(deletes) != 1 || !strings.Contains(deletes[0], string(forged.UID)) {
+			t.Errorf("deletes %q, want one carrying the replaced ConfigMap's UID as precondition", deletes)
+		}
+	}
+	served := func(t *testing.T, ns string) (*corev1.ConfigMap, int64) {
+		t.Helper()
+		m := getModel(t, ns, "svc")
+		name := m.Status.ManifestConfigMapName
+		if len(m.Status.VerifiedConfigMaps) != 1 || m.Status.VerifiedConfigMaps[0].Name != name {
+			t.Fatalf("verifiedConfigMaps %v, want %s recorded", m.Status.VerifiedConfigMaps, name)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm, getDeployment(t, ns, "svc").Generation
+	}
+
+	t.Run("while the operator runs", func(t *testing.T) {
+		ns, op := readyAtV1(t, 1)
+		cm, generation := served(t, ns)
+		// The replacement lands between the deletion the operator saw and
+		// its own create of the ConfigMap.
+		var forged *corev1.ConfigMap
+		op.writes.inject(&fault{times: 1, match: func(method, path, body string) bool {
+			return method == http.MethodPost && strings.HasSuffix(path, "/namespaces/"+ns+"/configmaps") && strings.Contains(body, cm.Name)
+		}, before: func() { forged = forge(t, cm) }})
+		if err := env.Client.Delete(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the replacement created", func() (bool, string) { return forged != nil, "" })
+		restored(t, op, ns, forged, generation)
+	})
+
+	t.Run("while the operator is down", func(t *testing.T) {
+		ns, op := readyAtV1(t, 1)
+		cm, generation := served(t, ns)
+		op.stop()
+		if err := env.Client.Delete(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+		forged := forge(t, cm)
+		next := startOperator(t)
+		restored(t, next, ns, forged, generation)
+		if n := next.writes.readsOf("/api/v1/namespaces/" + ns + "/configmaps/" + cm.Name); n != 1 {
+			t.Errorf("the replaced ConfigMap was read %d times, want once", n)
+		}
+	})
 }

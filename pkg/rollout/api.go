@@ -33,8 +33,23 @@ type Observed struct {
 	PreviousTargets []*appsv1.Deployment
 
 	// ConfigMaps are the manifest ConfigMaps that carry a controller
-	// ownerReference to this resource.
+	// ownerReference to this resource, as metadata: the operator's store
+	// keeps no data, whatever a ConfigMap holds. What one holds is known
+	// from the status's record (VerifiedConfigMaps), from
+	// WrittenConfigMaps, or from a read (ConfigMapContents).
 	ConfigMaps []corev1.ConfigMap
+
+	// ConfigMapContents are manifest ConfigMaps of this resource read
+	// whole from the API server in this pass (Plan.ReadConfigMaps, or a
+	// ConfigMap outside the operator's store): what they hold decides
+	// whether the target may point at them.
+	ConfigMapContents []corev1.ConfigMap
+
+	// WrittenConfigMaps are the manifest ConfigMaps the reconciler's
+	// process created for this resource that the status does not record
+	// yet: each named with the UID the create answered with and the
+	// manifest hash of what it wrote (ManifestConfigMapHash).
+	WrittenConfigMaps []v1alpha1.VerifiedConfigMap
 
 	// Pods are the pods of the target that carry the bake label
 	// (BakeLabel) and this resource's owner annotation, read while the
@@ -91,6 +106,21 @@ type Observed struct {
 	Failure *Failure
 }
 
+// ConfigMapUID is the UID of the manifest ConfigMap name as the pass
+// observed it (a copy read in the pass first), "" when it did not: the
+// precondition of a write to it, so a ConfigMap created under the name since
+// is never touched.
+func (o *Observed) ConfigMapUID(name string) types.UID {
+	for _, list := range [][]corev1.ConfigMap{o.ConfigMapContents, o.ConfigMaps} {
+		for i := range list {
+			if list[i].Name == name {
+				return list[i].UID
+			}
+		}
+	}
+	return ""
+}
+
 // Step names a step of a pass that can fail.
 type Step string
 
@@ -124,6 +154,11 @@ const (
 	// NameTaken: a manifest ConfigMap name is used by an object this
 	// resource does not own.
 	NameTaken FailureKind = "NameTaken"
+	// Mismatch: a manifest ConfigMap of this resource, found when its
+	// create answered AlreadyExists, holds other content than the
+	// manifest of its name (Failure.Detail is its name); the next pass
+	// deletes it and writes it again.
+	Mismatch FailureKind = "Mismatch"
 )
 
 // Failure is a failed step of a pass.
@@ -235,6 +270,14 @@ type Plan struct {
 	// BakeFailure is the reason the desired spec failed its bake in this
 	// pass (BakeContainerRestarted, BakeOOMKilled, BakePodUnready), or "".
 	BakeFailure string
+
+	// ReadConfigMaps are owned manifest ConfigMaps, by name, whose content
+	// the pass must know before it points the target at them, or lets it
+	// stay pointed at them: neither the status records their UID
+	// (VerifiedConfigMaps) nor did this process write them. The reconciler
+	// reads them from the API server (Observed.ConfigMapContents) and
+	// decides again; until then the plan writes nothing.
+	ReadConfigMaps []string
 
 	// ReadPods is true when the bake of the desired spec ends in this pass
 	// unless the pods show a failure, and Observed.Pods did not come from

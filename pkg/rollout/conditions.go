@@ -41,6 +41,8 @@ const (
 	MsgTargetConflict         = "Target is owned by another model resource."
 	MsgCannotClaimTarget      = "Rollout cannot claim the target."
 	MsgManifestConflict       = "Manifest ConfigMap name is taken by an object this resource does not own."
+	MsgManifestMismatch       = "A manifest ConfigMap of this resource holds other content than the manifest the operator writes (replaced or created by someone else); the operator deletes it and writes it again, and the target is not pointed at it."
+	MsgCannotTrustManifest    = "Rollout cannot use its manifest ConfigMap."
 	MsgCannotWriteManifest    = "Rollout cannot create its manifest ConfigMap."
 	MsgReconciliationBlocked  = "Reconciliation is blocked."
 	MsgRollbackNotEvaluated   = "Rollback state is not evaluated while the spec is invalid."
@@ -112,6 +114,9 @@ const (
 	MsgReleaseRejectedBy  = "The API server rejected the release of the target Deployment"
 	MsgPruneRejectedBy    = "The API server rejected the deletion of a superseded manifest ConfigMap"
 
+	// EventMsgManifestMismatch names (%s) the manifest ConfigMap whose
+	// content is not the operator's manifest.
+	EventMsgManifestMismatch  = "Manifest ConfigMap %s holds other content than the operator's manifest; it is deleted and written again."
 	EventMsgTargetNotFound    = "Target Deployment was not found; reconciliation will retry."
 	EventMsgContainerNotFound = "Target Deployment does not contain the configured container."
 	EventMsgTargetConflict    = "Target Deployment is already managed by another OpenMedModel."
@@ -202,6 +207,12 @@ var (
 		ready:       f(v1alpha1.ManifestConflictReason, MsgManifestConflict),
 		progressing: f(v1alpha1.BlockedReason, MsgCannotWriteManifest),
 		degraded:    t(v1alpha1.ManifestConflictReason, MsgManifestConflict),
+		rolledBack:  notRequested,
+	}
+	manifestMismatchTuple = tuple{
+		ready:       f(v1alpha1.ManifestMismatchReason, MsgManifestMismatch),
+		progressing: f(v1alpha1.BlockedReason, MsgCannotTrustManifest),
+		degraded:    t(v1alpha1.ManifestMismatchReason, MsgManifestMismatch),
 		rolledBack:  notRequested,
 	}
 	autoRollbackTuple = tuple{

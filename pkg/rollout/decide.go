@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -158,6 +159,12 @@ type decider struct {
 	// adds about replacing pods in place (when, or why not), or "".
 	inPlaceNote string
 
+	// verifiedNow are the manifest ConfigMaps whose content this pass
+	// verified by a read or this process's write; verifiedByRead says a
+	// read did (recordVerified).
+	verifiedNow    []v1alpha1.VerifiedConfigMap
+	verifiedByRead bool
+
 	plan Plan
 }
 
@@ -237,6 +244,7 @@ func (d *decider) finish() {
 		}
 	}
 	d.summarize()
+	d.recordVerified()
 	d.plan.Status = *d.st
 }
 
@@ -429,38 +437,136 @@ func foreign(dep *appsv1.Deployment, owner string) bool {
 func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
 	spec = d.inPlaceStrategy(spec)
 	p := newPointer(spec, d.owner)
+	p.cmName = d.manifestName(spec)
 	p.shard, p.unset = d.shardLabels()
 	p.manager = d.opts.FieldManager
 	return p.withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
 }
 
 // ensureManifest plans the ConfigMap of spec when it does not exist. It
-// reports whether it planned one, and false for ok when an owned ConfigMap
-// of that name holds other content (immutable, so it is deleted and created
-// again on the next pass). A name taken by an object the resource does not
-// own is learnt when the create fails (Failure NameTaken).
+// reports whether it planned one, and false for ok when the target may not
+// point at it in this pass: an owned ConfigMap of that name holds other
+// content (it is deleted, with its UID as precondition, and written again
+// by the next pass; reason ManifestMismatch), or its content is not known
+// yet (Plan.ReadConfigMaps). A name taken by an object the resource does
+// not own is learnt when the create fails (Failure NameTaken).
 func (d *decider) ensureManifest(spec v1alpha1.NormalizedSpec) (created, ok bool) {
-	want := ManifestConfigMap(d.obj, spec)
+	hash := ManifestHash(spec)
+	want := manifestConfigMap(d.obj, spec, d.manifestName(spec))
 	shard, _ := d.shardLabels()
 	for k, v := range shard {
 		want.Labels[k] = v
 	}
 	for i := range d.obs.ConfigMaps {
 		cm := &d.obs.ConfigMaps[i]
-		if cm.Name != want.Name {
+		if cm.Name != want.Name || !ownedBy(cm, d.obj) {
 			continue
 		}
-		if configMapMatches(cm, want, d.obj) {
+		switch d.contentOf(cm, want, hash) {
+		case contentWanted:
 			d.relabel(cm)
 			return false, true
+		case contentUnknown:
+			if !slices.Contains(d.plan.ReadConfigMaps, cm.Name) {
+				d.plan.ReadConfigMaps = append(d.plan.ReadConfigMaps, cm.Name)
+			}
+			return false, false
 		}
-		d.plan.PruneConfigMaps = append(d.plan.PruneConfigMaps, cm.Name)
-		d.blocked(manifestConflictTuple, v1alpha1.PhasePending, reconciling, "", "")
+		if !slices.Contains(d.plan.PruneConfigMaps, cm.Name) {
+			d.plan.PruneConfigMaps = append(d.plan.PruneConfigMaps, cm.Name)
+		}
+		d.blocked(manifestMismatchTuple, v1alpha1.PhasePending, stalled, v1alpha1.ManifestMismatchReason, fmt.Sprintf(EventMsgManifestMismatch, cm.Name))
 		d.plan.Requeue = true
 		return false, false
 	}
 	d.plan.EnsureConfigMaps = append(d.plan.EnsureConfigMaps, want)
 	return true, true
+}
+
+// manifestName is the name of spec's manifest ConfigMap: the legacy name
+// (LegacyManifestConfigMapName) when the target points at it or the
+// resource owns a ConfigMap of it — a version rolled out before the
+// suffix grew keeps its ConfigMap, and no pod rolls for a name —, else
+// ManifestConfigMapName.
+func (d *decider) manifestName(spec v1alpha1.NormalizedSpec) string {
+	hash := ManifestHash(spec)
+	legacy := LegacyManifestConfigMapName(spec.ManifestConfigMapName, hash)
+	if dep := d.obs.Deployment; dep != nil && pointedConfigMap(dep, spec.TargetRef.ContainerName) == legacy {
+		return legacy
+	}
+	for i := range d.obs.ConfigMaps {
+		if cm := &d.obs.ConfigMaps[i]; cm.Name == legacy && ownedBy(cm, d.obj) {
+			return legacy
+		}
+	}
+	return ManifestConfigMapName(spec.ManifestConfigMapName, hash)
+}
+
+// contentOf is what the pass knows of the content of cm, an owned
+// manifest ConfigMap of want's name that should hold the manifest of
+// hash: a copy read in this pass decides (ConfigMapContents, the copy of
+// that name, whatever its UID: the store may trail it); otherwise the
+// status's record or this process's write of cm's UID does. What a read or
+// a write verified is recorded (recordVerified).
+func (d *decider) contentOf(cm, want *corev1.ConfigMap, hash string) content {
+	for i := range d.obs.ConfigMapContents {
+		read := &d.obs.ConfigMapContents[i]
+		if read.Name != cm.Name {
+			continue
+		}
+		if !ownedBy(read, d.obj) || !sameData(read, want) {
+			return contentOther
+		}
+		d.verified(v1alpha1.VerifiedConfigMap{Name: read.Name, UID: read.UID, ManifestHash: hash}, true)
+		return contentWanted
+	}
+	rec := v1alpha1.VerifiedConfigMap{Name: cm.Name, UID: cm.UID, ManifestHash: hash}
+	switch {
+	case slices.Contains(d.old.VerifiedConfigMaps, rec):
+		return contentWanted
+	case slices.Contains(d.obs.WrittenConfigMaps, rec):
+		d.verified(rec, false)
+		return contentWanted
+	}
+	return contentUnknown
+}
+
+// verified notes a ConfigMap whose content the pass verified; read says a
+// read of this pass did, which the status records at once (a new process
+// would read it again otherwise).
+func (d *decider) verified(rec v1alpha1.VerifiedConfigMap, read bool) {
+	d.verifiedNow = append(d.verifiedNow, rec)
+	d.verifiedByRead = d.verifiedByRead || read
+}
+
+// recordVerified updates status.verifiedConfigMaps: the records of
+// ConfigMaps the pass still observes under the same UID and does not
+// delete, and what it verified. A ConfigMap this process wrote is
+// recorded with the next status write the pass makes anyway — a new
+// process that finds it unrecorded reads it once —, one a read verified at
+// once. Records outlive nothing they describe: a UID is never reused, and
+// an immutable ConfigMap's data never changes.
+func (d *decider) recordVerified() {
+	if !d.verifiedByRead && apiequality.Semantic.DeepEqual(d.st, d.old) {
+		return
+	}
+	var out []v1alpha1.VerifiedConfigMap
+	for _, r := range append(slices.Clone(d.old.VerifiedConfigMaps), d.verifiedNow...) {
+		if slices.Contains(d.plan.PruneConfigMaps, r.Name) || !slices.ContainsFunc(d.obs.ConfigMaps, func(cm corev1.ConfigMap) bool {
+			return cm.Name == r.Name && (cm.UID == r.UID || slices.ContainsFunc(d.obs.ConfigMapContents, func(read corev1.ConfigMap) bool {
+				return read.Name == r.Name && read.UID == r.UID
+			}))
+		}) {
+			continue
+		}
+		out = slices.DeleteFunc(out, func(o v1alpha1.VerifiedConfigMap) bool { return o.Name == r.Name })
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 {
+		out = nil
+	}
+	d.st.VerifiedConfigMaps = out
 }
 
 // relabel plans the shard labels of the model onto cm, an owned manifest
@@ -1103,8 +1209,10 @@ func (d *decider) prune() {
 		keep[d.pointerFor(*r).cmName] = true
 	}
 	for _, e := range d.history {
-		keep[ManifestConfigMapName(e.Spec.ManifestConfigMapName, e.ManifestHash)] = true
-		keep[ManifestConfigMapName(d.desired.ManifestConfigMapName, e.ManifestHash)] = true
+		for _, base := range []string{e.Spec.ManifestConfigMapName, d.desired.ManifestConfigMapName} {
+			keep[ManifestConfigMapName(base, e.ManifestHash)] = true
+			keep[LegacyManifestConfigMapName(base, e.ManifestHash)] = true
+		}
 	}
 	for i := range d.obs.ConfigMaps {
 		cm := &d.obs.ConfigMaps[i]

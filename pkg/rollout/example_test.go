@@ -52,7 +52,7 @@ func ExampleDecide() {
 	fmt.Println("requeue after:", plan.RequeueAfter)
 	// Output:
 	// phase: RollingOut
-	// create: openmed-service-model-manifest-5a62c38517
+	// create: openmed-service-model-manifest-5a62c38517f97235ee02
 	// apply to: openmed-service claim: true
 	// event: Normal RolloutStarted
 	// requeue after: 15s
@@ -73,7 +73,7 @@ func ExampleNormalize() {
 	// Output:
 	// models/openmed-service
 	// sha256:5a62c38517f97235ee02660f166bd123927813578528e33f909a5fd37ba72237
-	// openmed-service-model-manifest-5a62c38517
+	// openmed-service-model-manifest-5a62c38517f97235ee02
 }
 
 // Normalize reports an invalid spec without echoing the value.
@@ -96,7 +96,7 @@ func ExampleDeploymentIntent() {
 	data, _ := u.MarshalJSON()
 	fmt.Println(string(data))
 	// Output:
-	// {"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"openmed.ai/model-resource":"models/openmed-service"},"labels":{"openmed.ai/claimed":"true"},"name":"openmed-service","namespace":"models"},"spec":{"progressDeadlineSeconds":600,"replicas":2,"strategy":{"rollingUpdate":{"maxSurge":1,"maxUnavailable":0},"type":"RollingUpdate"},"template":{"metadata":{"annotations":{"openmed.ai/model-manifest-hash":"sha256:5a62c38517f97235ee02660f166bd123927813578528e33f909a5fd37ba72237","openmed.ai/model-resource":"models/openmed-service"}},"spec":{"containers":[{"env":[{"name":"OPENMED_SERVICE_PRELOAD_MODELS","value":"","valueFrom":{"configMapKeyRef":{"key":"OPENMED_SERVICE_PRELOAD_MODELS","name":"openmed-service-model-manifest-5a62c38517"}}}],"name":"openmed-service"}]}}}}
+	// {"apiVersion":"apps/v1","kind":"Deployment","metadata":{"annotations":{"openmed.ai/model-resource":"models/openmed-service"},"labels":{"openmed.ai/claimed":"true"},"name":"openmed-service","namespace":"models"},"spec":{"progressDeadlineSeconds":600,"replicas":2,"strategy":{"rollingUpdate":{"maxSurge":1,"maxUnavailable":0},"type":"RollingUpdate"},"template":{"metadata":{"annotations":{"openmed.ai/model-manifest-hash":"sha256:5a62c38517f97235ee02660f166bd123927813578528e33f909a5fd37ba72237","openmed.ai/model-resource":"models/openmed-service"}},"spec":{"containers":[{"env":[{"name":"OPENMED_SERVICE_PRELOAD_MODELS","value":"","valueFrom":{"configMapKeyRef":{"key":"OPENMED_SERVICE_PRELOAD_MODELS","name":"openmed-service-model-manifest-5a62c38517f97235ee02"}}}],"name":"openmed-service"}]}}}}
 }
 
 // Drift is reported per field with the managers that changed it.

@@ -32,6 +32,8 @@ func reportFor(f Failure) failureReport {
 		return failureReport{v1alpha1.AccessDeniedReason, MsgAccessDenied, ks, ""}
 	case f.Kind == NameTaken:
 		return failureReport{v1alpha1.ManifestConflictReason, MsgManifestConflict, reconciling, ""}
+	case f.Kind == Mismatch:
+		return failureReport{v1alpha1.ManifestMismatchReason, MsgManifestMismatch, stalled, ""}
 	case f.Step == StepManifest:
 		return failureReport{v1alpha1.ManifestFailedReason, MsgManifestFailed, ks, MsgManifestRejectedBy}
 	case f.Step == StepApply && f.Kind == Rejected:
@@ -95,7 +97,12 @@ func (d *decider) failed(fail Failure) {
 			}
 		}
 	}
-	d.eventOnChange(corev1.EventTypeWarning, r.reason, r.message, r.reason)
+	event := r.message
+	if fail.Kind == Mismatch && fail.Detail != "" {
+		// The ConfigMap's name: the only thing of it the event says.
+		event = fmt.Sprintf(EventMsgManifestMismatch, fail.Detail)
+	}
+	d.eventOnChange(corev1.EventTypeWarning, r.reason, event, r.reason)
 }
 
 // ownedCondition reports whether the operator writes conditions of type t.

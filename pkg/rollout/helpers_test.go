@@ -115,6 +115,10 @@ func deepCopyObserved(o Observed) Observed {
 	// Every field as it is, then a copy of what it points to.
 	out := o
 	out.Deployment, out.PreviousTargets, out.ConfigMaps, out.Pods, out.PendingPods, out.Failure = nil, nil, nil, nil, nil, nil
+	out.ConfigMapContents, out.WrittenConfigMaps = nil, slices.Clone(o.WrittenConfigMaps)
+	for i := range o.ConfigMapContents {
+		out.ConfigMapContents = append(out.ConfigMapContents, *o.ConfigMapContents[i].DeepCopy())
+	}
 	if o.Deployment != nil {
 		out.Deployment = o.Deployment.DeepCopy()
 	}
@@ -176,6 +180,9 @@ type cluster struct {
 	override func(*v1alpha1.OpenMedModel)
 	// opts are the core's options (default: none set).
 	opts Options
+	// written are the manifest ConfigMaps the fixture created, as the
+	// reconciler remembers them (Observed.WrittenConfigMaps).
+	written []v1alpha1.VerifiedConfigMap
 }
 
 // newCluster creates the fixture: the target Deployment, written by Helm
@@ -323,10 +330,34 @@ func (c *cluster) observed() Observed {
 	for _, n := range names {
 		cm := cms[n]
 		if ownedBy(&cm, c.obj) {
+			// As the reconciler's store keeps them: metadata only.
+			cm.Data, cm.Immutable = nil, nil
 			obs.ConfigMaps = append(obs.ConfigMaps, cm)
 		}
 	}
+	for _, w := range c.written {
+		if !slices.Contains(c.obj.Status.VerifiedConfigMaps, w) {
+			obs.WrittenConfigMaps = append(obs.WrittenConfigMaps, w)
+		}
+	}
 	return obs
+}
+
+// readContents is what the reconciler does for a plan that asks to read
+// manifest ConfigMaps (Plan.ReadConfigMaps): it reads them whole and
+// decides again.
+func (c *cluster) readContents(obs Observed, plan Plan) (Observed, Plan) {
+	c.t.Helper()
+	if len(plan.ReadConfigMaps) == 0 {
+		return obs, plan
+	}
+	cms := c.configMaps()
+	for _, name := range plan.ReadConfigMaps {
+		if cm, ok := cms[name]; ok {
+			obs.ConfigMapContents = append(obs.ConfigMapContents, cm)
+		}
+	}
+	return obs, decideWith(c.t, c.obj, obs, c.opts)
 }
 
 // targetReplicaSets are the UIDs of the ReplicaSets of dep's namespace
@@ -354,7 +385,9 @@ func (c *cluster) targetReplicaSets(dep *appsv1.Deployment) []types.UID {
 func (c *cluster) decide() Plan {
 	c.t.Helper()
 	c.refresh()
-	return decideWith(c.t, c.obj, c.observed(), c.opts)
+	obs := c.observed()
+	_, plan := c.readContents(obs, decideWith(c.t, c.obj, obs, c.opts))
+	return plan
 }
 
 // pass computes the plan and carries it out like the reconciler, status
@@ -391,7 +424,7 @@ func (c *cluster) passWith(writeStatus bool) (Plan, error) {
 		}
 	}
 	obs := c.observed()
-	plan := decideWith(c.t, c.obj, obs, c.opts)
+	obs, plan := c.readContents(obs, decideWith(c.t, c.obj, obs, c.opts))
 	if len(plan.ClaimTargets) > 0 {
 		// The reconciler's write-ahead record: durable before any write of
 		// the plan, whatever happens to the pass's own status write.
@@ -426,7 +459,14 @@ func (c *cluster) passWith(writeStatus bool) (Plan, error) {
 func (c *cluster) execute(obs Observed, plan Plan) error {
 	ctx, cl := context.Background(), env.Client
 	for _, cm := range plan.EnsureConfigMaps {
-		if err := target.CreateConfigMap(ctx, cl, cl, cm, c.obj.UID); err != nil {
+		uid, err := target.CreateConfigMap(ctx, cl, cl, cm, c.obj.UID)
+		if err != nil {
+			return err
+		}
+		c.written = append(c.written, v1alpha1.VerifiedConfigMap{Name: cm.Name, UID: uid, ManifestHash: ManifestConfigMapHash(cm)})
+	}
+	for _, l := range plan.LabelConfigMaps {
+		if err := target.LabelConfigMap(ctx, cl, c.ns, l.Name, obs.ConfigMapUID(l.Name), l.Labels); err != nil {
 			return err
 		}
 	}
@@ -457,7 +497,7 @@ func (c *cluster) execute(obs Observed, plan Plan) error {
 		}
 	}
 	for _, name := range plan.PruneConfigMaps {
-		if err := target.DeleteConfigMap(ctx, cl, c.ns, name); err != nil {
+		if err := target.DeleteConfigMap(ctx, cl, c.ns, name, obs.ConfigMapUID(name)); err != nil {
 			return err
 		}
 	}

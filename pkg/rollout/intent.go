@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"maps"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,11 +53,16 @@ func (p pointer) intent(override map[string]any) *unstructured.Unstructured {
 // family labels, and a controller ownerReference so garbage collection
 // removes it with obj.
 func ManifestConfigMap(obj *v1alpha1.OpenMedModel, spec v1alpha1.NormalizedSpec) *corev1.ConfigMap {
-	hash := ManifestHash(spec)
+	return manifestConfigMap(obj, spec, ManifestConfigMapName(spec.ManifestConfigMapName, ManifestHash(spec)))
+}
+
+// manifestConfigMap is ManifestConfigMap under the name name (a legacy
+// name the target already points at, see LegacyManifestConfigMapName).
+func manifestConfigMap(obj *v1alpha1.OpenMedModel, spec v1alpha1.NormalizedSpec, name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      ManifestConfigMapName(spec.ManifestConfigMapName, hash),
+			Name:      name,
 			Namespace: namespaceOf(obj),
 			Labels: map[string]string{
 				v1alpha1.ManagedByLabel:   v1alpha1.ManagedByValue,
@@ -97,25 +103,35 @@ func ownedBy(cm *corev1.ConfigMap, obj *v1alpha1.OpenMedModel) bool {
 	return ref != nil && ref.UID == obj.UID && obj.UID != ""
 }
 
-// configMapMatches reports whether cm is the ConfigMap want describes: owned
-// by obj with the same data. Labels and extra metadata do not matter. A
-// ConfigMap read without its data (a cache that keeps metadata only; see
-// controllers.CacheByObject) matches by owner and name: the operator creates
-// manifest ConfigMaps immutable and names them by their content's hash.
-func configMapMatches(cm *corev1.ConfigMap, want *corev1.ConfigMap, obj *v1alpha1.OpenMedModel) bool {
-	if !ownedBy(cm, obj) {
-		return false
+// content is what a pass knows of what a manifest ConfigMap holds.
+type content int
+
+const (
+	// contentUnknown: neither recorded nor read; the pass reads it
+	// (Plan.ReadConfigMaps) before the target may point at it.
+	contentUnknown content = iota
+	// contentWanted: the manifest the operator writes, immutable.
+	contentWanted
+	// contentOther: anything else (other data, or a ConfigMap whose data
+	// may change).
+	contentOther
+)
+
+// ManifestConfigMapHash is the manifest hash of what a manifest ConfigMap
+// holds: the digest of its manifest.json as ManifestConfigMap writes it (the
+// manifest's canonical JSON and a newline), "" for a ConfigMap without one.
+// It is the hash a VerifiedConfigMap records for a ConfigMap the operator
+// wrote.
+func ManifestConfigMapHash(cm *corev1.ConfigMap) string {
+	m, ok := cm.Data[v1alpha1.ManifestKey]
+	if !ok {
+		return ""
 	}
-	if cm.Data == nil && ptr.Deref(cm.Immutable, false) {
-		return true
-	}
-	if len(cm.Data) != len(want.Data) {
-		return false
-	}
-	for k, v := range want.Data {
-		if cm.Data[k] != v {
-			return false
-		}
-	}
-	return true
+	return Digest([]byte(strings.TrimSuffix(m, "\n")))
+}
+
+// sameData reports whether cm holds exactly want's data and is immutable:
+// a mutable ConfigMap's data may change under the same UID.
+func sameData(cm, want *corev1.ConfigMap) bool {
+	return ptr.Deref(cm.Immutable, false) && maps.Equal(cm.Data, want.Data)
 }

@@ -32,9 +32,13 @@ const (
 	// The reference keeps 37 characters of the resource name in a hashed
 	// default base, so the result fits one 63-character DNS label.
 	hashedBasePrefixLength = 37
-	// A content-addressed name adds "-" and 10 hex characters; its hashed
-	// fallback keeps 52 characters of the base for the same 63 limit.
-	hashedNamePrefixLength = 52
+	// A content-addressed name adds "-" and 20 hex characters (80 bits);
+	// its hashed fallback keeps 42 characters of the base for the same 63
+	// limit. A legacy name (LegacyManifestConfigMapName) added 10 and kept
+	// 52.
+	hashedNamePrefixLength = 42
+	nameHashLength         = 20
+	legacyNamePrefixLength = 52
 	shortHashLength        = 10
 )
 
@@ -281,29 +285,51 @@ func DefaultConfigMapBase(name string) string {
 }
 
 // ManifestConfigMapName is the content-addressed name of the manifest
-// ConfigMap for a base name and a manifest hash: "<base>-<first 10 hex of
+// ConfigMap for a base name and a manifest hash: "<base>-<first 20 hex of
 // the hash>". When that is not a DNS subdomain with labels of at most 63
-// characters, the name is the base shortened to 52 characters (dots made
-// dashes) and the first 10 hex characters of the digest of the long name,
-// which still differs for every manifest.
+// characters, the name is the base shortened to 42 characters (dots made
+// dashes) and the first 20 hex characters of the digest of the long name,
+// which still differs for every manifest. Twenty hex characters are 80
+// bits: finding a second manifest of the same name costs about 2^40
+// digests, where the 10 of a legacy name cost about a million.
 func ManifestConfigMapName(base, manifestHash string) string {
+	return contentName(base, manifestHash, nameHashLength, hashedNamePrefixLength)
+}
+
+// LegacyManifestConfigMapName is the name the operator gave the manifest
+// ConfigMap of base and manifestHash before ManifestConfigMapName's
+// suffix grew: "<base>-<first 10 hex of the hash>" (the hashed fallback
+// keeps 52 characters of the base and 10 of the digest). A target that
+// points at such a ConfigMap, or a retained version whose ConfigMap has
+// such a name, keeps it: changing the name would roll the pods.
+func LegacyManifestConfigMapName(base, manifestHash string) string {
+	return contentName(base, manifestHash, shortHashLength, legacyNamePrefixLength)
+}
+
+// contentName is "<base>-<first hexLen hex of manifestHash>", or, when that
+// is no DNS subdomain with labels of at most 63 characters, the base cut to
+// prefixLen characters and the first hexLen hex characters of the digest
+// of the long name.
+func contentName(base, manifestHash string, hexLen, prefixLen int) string {
 	hexHash := strings.TrimPrefix(manifestHash, DigestPrefix)
-	if len(hexHash) > shortHashLength {
-		hexHash = hexHash[:shortHashLength]
+	if len(hexHash) > hexLen {
+		hexHash = hexHash[:hexLen]
 	}
 	candidate := base + "-" + hexHash
 	if validName(candidate) {
 		return candidate
 	}
 	prefix := strings.ReplaceAll(base, ".", "-")
-	if len(prefix) > hashedNamePrefixLength {
-		prefix = prefix[:hashedNamePrefixLength]
+	if len(prefix) > prefixLen {
+		prefix = prefix[:prefixLen]
 	}
 	prefix = strings.Trim(prefix, "-")
+	sum := sha256.Sum256([]byte(candidate))
+	digest := hex.EncodeToString(sum[:])[:hexLen]
 	if prefix == "" {
-		return "manifest-" + shortDigest([]byte(candidate))
+		return "manifest-" + digest
 	}
-	return prefix + "-" + shortDigest([]byte(candidate))
+	return prefix + "-" + digest
 }
 
 // validName is the reference's name rule: a DNS subdomain of at most 253

@@ -81,8 +81,13 @@ func TestGoldenVectors(t *testing.T) {
 	if got := ManifestHash(fixture); got != g.Fixture.ManifestHash {
 		t.Errorf("manifest hash %s, want %s", got, g.Fixture.ManifestHash)
 	}
-	if got := ManifestConfigMapName(fixture.ManifestConfigMapName, ManifestHash(fixture)); got != g.Fixture.ConfigMapName {
-		t.Errorf("ConfigMap name %s, want %s", got, g.Fixture.ConfigMapName)
+	// The golden vectors' name (10 hex characters) is the legacy name; the
+	// operator names new ConfigMaps with 20.
+	if got := LegacyManifestConfigMapName(fixture.ManifestConfigMapName, ManifestHash(fixture)); got != g.Fixture.ConfigMapName {
+		t.Errorf("legacy ConfigMap name %s, want %s", got, g.Fixture.ConfigMapName)
+	}
+	if got, want := ManifestConfigMapName(fixture.ManifestConfigMapName, ManifestHash(fixture)), fixture.ManifestConfigMapName+"-"+strings.TrimPrefix(ManifestHash(fixture), DigestPrefix)[:20]; got != want {
+		t.Errorf("ConfigMap name %s, want %s", got, want)
 	}
 
 	// The reference's example resource: name and namespace openmed-service,
@@ -206,25 +211,39 @@ func TestManifestConfigMapName(t *testing.T) {
 	hash := "sha256:5a62c38517f97235ee02660f166bd123927813578528e33f909a5fd37ba72237"
 	other := "sha256:1ecb6f1b4e1beae6703ed08f7d73ff5bfc0cadd43420314e7d416279ac7f30b1"
 	cases := []struct {
-		base string
-		want string
+		base         string
+		want, legacy string
 	}{
-		{"openmed-service-model-manifest", "openmed-service-model-manifest-5a62c38517"},
-		{"cfg.example", "cfg.example-5a62c38517"},
+		{"openmed-service-model-manifest", "openmed-service-model-manifest-5a62c38517f97235ee02", "openmed-service-model-manifest-5a62c38517"},
+		{"cfg.example", "cfg.example-5a62c38517f97235ee02", "cfg.example-5a62c38517"},
 		// A 63-character default base leaves no room in its label: hashed.
-		{strings.Repeat("a", 37) + "-model-manifest-822dc7494b", ""},
-		{strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61), ""},
+		{strings.Repeat("a", 37) + "-model-manifest-822dc7494b", "", ""},
+		{strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + "." + strings.Repeat("d", 61), "", ""},
 	}
 	for _, tc := range cases {
-		got := ManifestConfigMapName(tc.base, hash)
-		if tc.want != "" && got != tc.want {
-			t.Errorf("ManifestConfigMapName(%s) = %s, want %s", tc.base, got, tc.want)
-		}
-		if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 || !validName(got) {
-			t.Errorf("ManifestConfigMapName(%s) = %s is not a valid name: %v", tc.base, got, errs)
-		}
-		if got == ManifestConfigMapName(tc.base, other) {
-			t.Errorf("ManifestConfigMapName(%s) does not depend on the manifest", tc.base)
+		for _, n := range []struct {
+			fn        func(base, manifestHash string) string
+			name      string
+			want      string
+			hexLength int
+		}{
+			{ManifestConfigMapName, "ManifestConfigMapName", tc.want, 20},
+			{LegacyManifestConfigMapName, "LegacyManifestConfigMapName", tc.legacy, 10},
+		} {
+			got := n.fn(tc.base, hash)
+			if n.want != "" && got != n.want {
+				t.Errorf("%s(%s) = %s, want %s", n.name, tc.base, got, n.want)
+			}
+			if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 || !validName(got) {
+				t.Errorf("%s(%s) = %s is not a valid name: %v", n.name, tc.base, got, errs)
+			}
+			if got == n.fn(tc.base, other) {
+				t.Errorf("%s(%s) does not depend on the manifest", n.name, tc.base)
+			}
+			// The suffix: hexLength hex characters after the last dash.
+			if i := strings.LastIndexByte(got, '-'); len(got)-i-1 != n.hexLength {
+				t.Errorf("%s(%s) = %s: a suffix of %d characters, want %d", n.name, tc.base, got, len(got)-i-1, n.hexLength)
+			}
 		}
 	}
 }
@@ -262,7 +281,8 @@ func TestParseOwnerKey(t *testing.T) {
 	}{
 		{key: "team-a/openmed-service", ns: "team-a", name: "openmed-service", ok: true},
 		{key: "team-a/a.b-c", ns: "team-a", name: "a.b-c", ok: true},
-		{key: strings.Repeat("n", 63) + "/" + strings.Repeat("m", 253), ns: strings.Repeat("n", 63), name: strings.Repeat("m", 253), ok: true},
+		{key: strings.Repeat("n", 63) + "/" + strings.Repeat("m", 63) + "." + strings.Repeat("m", 63) + "." + strings.Repeat("m", 63) + "." + strings.Repeat("m", 61),
+			ns: strings.Repeat("n", 63), name: strings.Repeat("m", 63) + "." + strings.Repeat("m", 63) + "." + strings.Repeat("m", 63) + "." + strings.Repeat("m", 61), ok: true},
 		{key: "team-a"},
 		{key: "/openmed-service"},
 		{key: "team-a/"},
@@ -311,7 +331,7 @@ func TestManifestConfigMapBuilder(t *testing.T) {
 	obj := fixtureModel(t)
 	n := normalize(t, obj)
 	cm := ManifestConfigMap(obj, n)
-	if cm.Name != "openmed-service-model-manifest-5a62c38517" || cm.Namespace != "synthetic" {
+	if cm.Name != "openmed-service-model-manifest-5a62c38517f97235ee02" || cm.Namespace != "synthetic" {
 		t.Errorf("name %s/%s", cm.Namespace, cm.Name)
 	}
 	if cm.Immutable == nil || !*cm.Immutable {

@@ -25,7 +25,7 @@ func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
 	if !plan.Claim {
 		t.Error("first apply to an unclaimed target must be a claim")
 	}
-	cmName := "openmed-service-model-manifest-5a62c38517"
+	cmName := "openmed-service-model-manifest-5a62c38517f97235ee02"
 	cm, ok := c.configMaps()[cmName]
 	if !ok || cm.Data[v1alpha1.ManifestKey] != `{"apiVersion":"openmed.ai/v1alpha1","kind":"OpenMedModelManifest","models":[{"family":"PII","tier":"Small","version":"OpenMed/synthetic-pii-v1"}]}`+"\n" {
 		t.Fatalf("manifest ConfigMap %s: %v", cmName, cm.Data)

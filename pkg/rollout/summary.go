@@ -122,6 +122,8 @@ func (d *decider) summary(typ, reason string) string {
 		return fmt.Sprintf("Deployment %s is bringing up pods (%s); serving %s", target, d.availability(), active)
 	case v1alpha1.ManifestConflictReason:
 		return fmt.Sprintf("The manifest ConfigMap name for %s is taken by an object this model does not own", desired)
+	case v1alpha1.ManifestMismatchReason:
+		return fmt.Sprintf("A manifest ConfigMap of %s holds other content than the operator's manifest (replaced or created by someone else); it is deleted and written again before Deployment %s points at it", desired, target)
 	case v1alpha1.ManifestFailedReason:
 		return fmt.Sprintf("Creating the manifest ConfigMap for %s failed%s; retrying", desired, d.failureDetail())
 	case v1alpha1.ApplyFailedReason:

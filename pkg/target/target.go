@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 
@@ -24,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
@@ -241,31 +243,40 @@ func replaceManagedFields(ctx context.Context, c client.Client, namespace, name,
 	return live, nil
 }
 
-// CreateConfigMap creates an immutable manifest ConfigMap. Its name is its
-// content's hash, so one that exists already is either this one (created by
-// an earlier pass the cache has not caught up with) or somebody else's: the
-// AlreadyExists answer is settled with one read, and ErrNameTaken reports a
-// ConfigMap the owner UID does not control.
+// CreateConfigMap creates an immutable manifest ConfigMap and returns its
+// UID as the API server answered. Its name is its content's hash, so one
+// that exists already is either this one (created by an earlier pass the
+// cache has not caught up with) or another object: the AlreadyExists
+// answer is settled with one read, and ErrNameTaken reports a ConfigMap the
+// owner UID does not control, ErrManifestMismatch one it controls that
+// holds other data or is not immutable (someone else created it under the
+// name; it must not be pointed at). The existing ConfigMap's UID is
+// returned with either.
 //
 // A ConfigMap of the owner whose labels differ from cm's (a model that moved
 // to another shard finds the ConfigMaps of its versions labelled for the old
 // one, outside the new shard's cache) is labelled as cm is, in one merge
-// patch (labels are not data: an immutable ConfigMap takes them): cm's
-// labels are set and the keys in drop removed.
-func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader, cm *corev1.ConfigMap, owner types.UID, drop ...string) error {
-	err := c.Create(ctx, cm.DeepCopy())
+// patch conditional on its resourceVersion (labels are not data: an
+// immutable ConfigMap takes them): cm's labels are set and the keys in drop
+// removed.
+func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader, cm *corev1.ConfigMap, owner types.UID, drop ...string) (types.UID, error) {
+	created := cm.DeepCopy()
+	err := c.Create(ctx, created)
 	if err == nil {
-		return nil
+		return created.UID, nil
 	}
 	if !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		return "", fmt.Errorf("create ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	existing := &corev1.ConfigMap{}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(cm), existing); err != nil {
-		return fmt.Errorf("read existing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		return "", fmt.Errorf("read existing ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
 	if ref := metav1.GetControllerOfNoCopy(existing); ref == nil || ref.UID != owner {
-		return fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNameTaken)
+		return existing.UID, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrNameTaken)
+	}
+	if !ptr.Deref(existing.Immutable, false) || !maps.Equal(existing.Data, cm.Data) {
+		return existing.UID, fmt.Errorf("ConfigMap %s/%s: %w", cm.Namespace, cm.Name, ErrManifestMismatch)
 	}
 	relabel := map[string]any{}
 	for k, v := range cm.Labels {
@@ -279,43 +290,88 @@ func CreateConfigMap(ctx context.Context, c client.Client, reader client.Reader,
 		}
 	}
 	if len(relabel) == 0 {
-		return nil
+		return existing.UID, nil
 	}
 	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": relabel, "resourceVersion": existing.ResourceVersion}})
 	if err != nil {
-		return err
+		return "", err
 	}
 	if err := c.Patch(ctx, existing, client.RawPatch(types.MergePatchType, data)); err != nil {
-		return fmt.Errorf("label ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		return "", fmt.Errorf("label ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
 	}
-	return nil
+	return existing.UID, nil
 }
 
-// LabelConfigMap sets the labels of the ConfigMap namespace/name in one
-// merge patch (a nil value removes a label); only labels, so an immutable
-// ConfigMap takes it. A ConfigMap that is gone needs no labels.
-func LabelConfigMap(ctx context.Context, c client.Client, namespace, name string, labels map[string]*string) error {
-	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+// LabelConfigMap sets the labels of the ConfigMap namespace/name of UID uid
+// in one merge patch (a nil value removes a label); only labels, so an
+// immutable ConfigMap takes it. The patch carries the UID: the API server
+// refuses it for another ConfigMap of that name (the UID of an object
+// cannot change), and ErrReplaced says so. A ConfigMap that is gone needs
+// no labels.
+func LabelConfigMap(ctx context.Context, c client.Client, namespace, name string, uid types.UID, labels map[string]*string) error {
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid, "labels": labels}})
 	if err != nil {
 		return err
 	}
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	if err := c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, data)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("label ConfigMap %s/%s: %w", namespace, name, err)
+	err = c.Patch(ctx, cm, client.RawPatch(types.MergePatchType, data))
+	switch {
+	case apierrors.IsNotFound(err) || err == nil:
+		return nil
+	case uidRefused(err):
+		return fmt.Errorf("label ConfigMap %s/%s: %w", namespace, name, ErrReplaced)
 	}
-	return nil
+	return fmt.Errorf("label ConfigMap %s/%s: %w", namespace, name, err)
 }
+
+// uidRefused reports the API server's answer to a write whose UID
+// precondition another object of the name failed: a delete's 409 (its only
+// precondition is the UID: "the UID in the precondition … does not match
+// the UID in record"), or a patch's 422 on metadata.uid (an object's UID
+// never changes).
+func uidRefused(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	if !apierrors.IsInvalid(err) {
+		return false
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			if c.Field == "metadata.uid" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ErrManifestMismatch says a manifest ConfigMap the resource controls holds
+// other content than the manifest of its name.
+var ErrManifestMismatch = errors.New("the ConfigMap holds other content than the manifest")
+
+// ErrReplaced says a write conditional on a ConfigMap's UID met another
+// ConfigMap of that name: the one the pass read was deleted and another
+// created.
+var ErrReplaced = errors.New("the ConfigMap was replaced by another of the same name")
 
 // ErrNameTaken says a manifest ConfigMap name is used by an object the
 // resource does not own.
 var ErrNameTaken = errors.New("the name is taken by an object this resource does not own")
 
-// DeleteConfigMap deletes a manifest ConfigMap; one that is gone already is
-// fine.
-func DeleteConfigMap(ctx context.Context, c client.Client, namespace, name string) error {
+// DeleteConfigMap deletes the manifest ConfigMap namespace/name of UID uid,
+// with the UID as precondition: another ConfigMap created under the name
+// since the pass read it is not deleted (ErrReplaced). One that is gone
+// already is fine.
+func DeleteConfigMap(ctx context.Context, c client.Client, namespace, name string, uid types.UID) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	if err := c.Delete(ctx, cm); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, name, err)
+	err := c.Delete(ctx, cm, client.Preconditions{UID: &uid})
+	switch {
+	case err == nil || apierrors.IsNotFound(err):
+		return nil
+	case uidRefused(err):
+		return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, name, ErrReplaced)
 	}
-	return nil
+	return fmt.Errorf("delete ConfigMap %s/%s: %w", namespace, name, err)
 }

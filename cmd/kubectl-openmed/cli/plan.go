@@ -267,6 +267,9 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 		if observed.ConfigMaps, err = src.configMaps(ctx, obj.Namespace, live); err != nil {
 			return preview.Result{}, err
 		}
+		// Read whole: what they hold is known, as the operator's read of
+		// one whose UID its status does not record would find it.
+		observed.ConfigMapContents = observed.ConfigMaps
 	}
 	res := preview.Model(obj, observed, opts)
 	res.Annotations = annotations

@@ -564,6 +564,11 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 	}
 	short := strings.TrimPrefix(h, "sha256:")
 	short = short[:min(10, len(short))]
+	if short == "" {
+		// A template the operator has not pointed yet: one hash of its
+		// own, so the ReplicaSet's name ends in a letter or digit.
+		short = "unpointed"
+	}
 	owner, err := s.ensureReplicaSet(d, short)
 	if err != nil {
 		return nil, err

@@ -28,10 +28,17 @@ var NegativePolarityConditions = []string{
 // Condition reasons. One name for one thing: status, events and docs use these.
 const (
 	// Blockers, re-evaluated on every pass.
-	TargetNotFoundReason            = "TargetNotFound"
-	ContainerNotFoundReason         = "ContainerNotFound"
-	TargetConflictReason            = "TargetConflict"
-	ManifestConflictReason          = "ManifestConflict"
+	TargetNotFoundReason    = "TargetNotFound"
+	ContainerNotFoundReason = "ContainerNotFound"
+	TargetConflictReason    = "TargetConflict"
+	ManifestConflictReason  = "ManifestConflict"
+	// ManifestMismatchReason: a manifest ConfigMap the resource owns, of
+	// the name the target points at (or is about to), holds other content
+	// than the manifest the operator writes (deleted and created again by
+	// someone else, or created before the operator under the next
+	// version's name): the operator deletes it and writes it again, and
+	// never points the target at it.
+	ManifestMismatchReason          = "ManifestMismatch"
 	InvalidSpecReason               = "InvalidSpec"
 	BlockedReason                   = "Blocked"
 	RollbackTargetUnavailableReason = "RollbackTargetUnavailable"

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"github.com/fluxcd/pkg/apis/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -409,6 +410,21 @@ type HistoryEntry struct {
 	ReadyAt metav1.Time `json:"readyAt"`
 }
 
+// VerifiedConfigMap is a manifest ConfigMap whose content the operator
+// knows to be the manifest it writes: one it created (the create's answer
+// names its UID), or one it read and found to hold exactly that manifest,
+// immutable. A ConfigMap's UID is the API server's and never changes, and
+// the data of an immutable ConfigMap cannot change either: the record stays
+// true for as long as that ConfigMap exists.
+type VerifiedConfigMap struct {
+	// Name is the ConfigMap's name.
+	Name string `json:"name"`
+	// UID is the ConfigMap's UID.
+	UID types.UID `json:"uid"`
+	// ManifestHash is the digest of the manifest it holds.
+	ManifestHash string `json:"manifestHash"`
+}
+
 // FieldCorrection counts the corrections of one owned target field that one
 // other field manager keeps setting.
 type FieldCorrection struct {
@@ -485,6 +501,21 @@ type OpenMedModelStatus struct {
 	//
 	// +optional
 	ManifestConfigMapName string `json:"manifestConfigMapName,omitempty"`
+
+	// VerifiedConfigMaps are the manifest ConfigMaps of this resource
+	// whose content the operator verified, by UID. The target is pointed at
+	// a manifest ConfigMap only while it is one of these: a ConfigMap of the
+	// same name with another UID (deleted and created again by someone
+	// else) is read and compared first, and one with other content is
+	// deleted and written again (reason ManifestMismatch). A record is
+	// added with the first status write after the ConfigMap was created,
+	// or by the pass that read it.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=202
+	VerifiedConfigMaps []VerifiedConfigMap `json:"verifiedConfigMaps,omitempty"`
 
 	// TargetName is the Deployment this resource last pointed at its
 	// manifest. The Deployments still to be released after a retarget are
