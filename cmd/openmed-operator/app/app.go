@@ -42,10 +42,10 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openmed/openmed-operator/controllers"
+	"github.com/openmed/openmed-operator/internal/metricsauth"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/serverclock"
 )
@@ -363,16 +363,17 @@ func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.O
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // metricsOptions serves /metrics, and with --enable-pprof /debug/pprof,
-// over HTTPS behind controller-runtime's authentication and authorization
-// filter: a client needs a bearer token the API server accepts, of a user
-// allowed get on the path (the ClusterRole openmed-metrics-reader grants
+// over HTTPS behind the authentication and authorization filter of
+// metricsauth (controller-runtime's, without k8s.io/apiserver): a client
+// needs a bearer token the API server accepts, of a user allowed get on
+// the path (the ClusterRole openmed-metrics-reader grants
 // it on /metrics). Profiles show the operator's memory and goroutines, so
 // they are off unless asked for.
 func metricsOptions(opts Options) metricsserver.Options {
 	o := metricsserver.Options{
 		BindAddress:    opts.MetricsAddr,
 		SecureServing:  true,
-		FilterProvider: filters.WithAuthenticationAndAuthorization,
+		FilterProvider: metricsauth.Filter,
 		CertDir:        opts.MetricsCertDir,
 		// HTTP/1.1 only, as kubebuilder scaffolds it: HTTP/2's stream
 		// cancellation lets a client that never authenticates keep the

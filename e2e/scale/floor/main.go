@@ -1,9 +1,9 @@
 // Command floor is the smallest operator the scale benchmark can compare
 // the OpenMedModel operator with: a controller-runtime manager (metrics over
-// HTTPS behind the authentication and authorization filter, as the
-// operator and kubebuilder's scaffold serve them; health probes; leader
-// election off) with one controller that reconciles nothing, over the
-// Deployments labelled openmed.ai/claimed=true. Its
+// HTTPS behind the operator's own authentication and authorization filter,
+// internal/metricsauth; health probes; leader election off) with one
+// controller that reconciles nothing, over the Deployments labelled
+// openmed.ai/claimed=true. Its
 // resident memory once its cache synced is what any operator built on
 // controller-runtime and client-go holds before its first object: the
 // benchmark prints it beside the operator's (see docs/scale.md).
@@ -25,9 +25,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmed/openmed-operator/internal/metricsauth"
 )
 
 func main() {
@@ -51,7 +52,7 @@ func run(ctx context.Context, kubeconfig, metricsAddr, healthAddr string) error 
 	claimed := labels.SelectorFromSet(labels.Set{"openmed.ai/claimed": "true"})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
-			FilterProvider: filters.WithAuthenticationAndAuthorization},
+			FilterProvider: metricsauth.Filter},
 		HealthProbeBindAddress: healthAddr,
 		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: claimed}}},
 	})
