@@ -174,7 +174,7 @@ $(CRD_REF_DOCS):
 generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy code, the CRD, the RBAC and the API reference (docs/api) from kubebuilder markers and the Go types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/api/...
 	$(CONTROLLER_GEN) crd paths=./pkg/api/... output:crd:artifacts:config=kustomize/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=openmed-operator paths=./controllers/... output:rbac:artifacts:config=kustomize/rbac
+	$(CONTROLLER_GEN) rbac:roleName=openmed-operator paths="./controllers/...;./cmd/openmed-operator/app/..." output:rbac:artifacts:config=kustomize/rbac
 	go run ./health/internal/gen
 	$(CRD_REF_DOCS) --source-path=./pkg/api/v1alpha1 --config=hack/api-docs.yaml --renderer=markdown --output-path=docs/api/v1alpha1.md --log-level=WARN
 

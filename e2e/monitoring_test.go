@@ -1,9 +1,9 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -43,6 +43,7 @@ func TestMonitoringQueriesUseExposedMetrics(t *testing.T) {
 		LogPath:    filepath.Join(workDir, "operator-monitoring.log"),
 		Args:       []string{"--log-encoding=console", "--watch-label-selector=" + operatorLabel + "=monitoring", "--enable-leader-election"},
 		Env:        []string{"RUNTIME_NAMESPACE=" + bundleNamespace},
+		Scraper:    metricsScraper,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestMonitoringQueriesUseExposedMetrics(t *testing.T) {
 		return s.m.Status.Phase != "" && hasReason(s.m, v1alpha1.OwnershipConflictReason)
 	})
 
-	exposed := scrape(t, op.MetricsURL())
+	exposed := scrape(t, op)
 	queries := monitoringQueries(t)
 	var missing []string
 	for _, q := range queries {
@@ -129,19 +130,18 @@ func readYAML(t *testing.T, name string, into any) {
 	}
 }
 
-// scrape returns the metric names on url, with a histogram's or summary's
-// series names (_bucket, _sum, _count) beside its family name.
-func scrape(t *testing.T, url string) map[string]bool {
+// scrape returns the metric names on op's /metrics, with a histogram's or
+// summary's series names (_bucket, _sum, _count) beside its family name.
+func scrape(t *testing.T, op *localrun.Operator) map[string]bool {
 	t.Helper()
-	resp, err := http.Get(url)
+	body, err := op.Read(context.Background(), "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
 	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
+		t.Fatalf("parse %s: %v", op.MetricsURL(), err)
 	}
 	names := map[string]bool{}
 	for name, f := range families {

@@ -54,6 +54,10 @@ var (
 	workDir            string
 	// shared is the operator for models without operatorLabel.
 	shared *localrun.Operator
+	// metricsScraper reads the operators' metrics endpoints as Prometheus
+	// does: with a token of a ServiceAccount bound to
+	// openmed-metrics-reader.
+	metricsScraper *localrun.Scraper
 )
 
 func TestMain(m *testing.M) {
@@ -169,6 +173,9 @@ func setUp() error {
 	if err := localrun.WriteImpersonatingKubeconfig(cluster.KubeconfigPath(), operatorKubeconfig, bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name); err != nil {
 		return err
 	}
+	if metricsScraper, err = localrun.ServiceAccountScraper(ctx, k8s, "default", "prometheus", localrun.MetricsReaderRole); err != nil {
+		return err
+	}
 	shared, err = launchOperator(ctx, "shared", "!"+operatorLabel)
 	return err
 }
@@ -181,6 +188,7 @@ func launchOperator(ctx context.Context, name, selector string, args ...string) 
 		Kubeconfig: operatorKubeconfig,
 		LogPath:    filepath.Join(workDir, "operator-"+name+".log"),
 		Args:       append([]string{"--log-encoding=console", "--watch-label-selector=" + selector}, args...),
+		Scraper:    metricsScraper,
 	})
 	if err != nil {
 		return nil, err

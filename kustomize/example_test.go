@@ -25,6 +25,8 @@ func ExampleBuild() {
 	// ClusterRole  openmed-impersonator
 	// Role openmed-system openmed-operator-leader-election
 	// RoleBinding openmed-system openmed-operator-leader-election
+	// ClusterRole  openmed-metrics-reader
+	// ClusterRole  openmed-profiler
 	// Deployment openmed-system openmed-operator
 	// NetworkPolicy openmed-system openmed-operator
 }

@@ -84,6 +84,7 @@ func TestOverlaysRender(t *testing.T) {
 				"Namespace/" + ov.namespace, "CustomResourceDefinition/openmedmodels.openmed.ai",
 				"ServiceAccount/openmed-operator", "Role/openmed-operator-leader-election",
 				"RoleBinding/openmed-operator-leader-election", "Deployment/openmed-operator", "NetworkPolicy/openmed-operator",
+				"ClusterRole/openmed-metrics-reader", "ClusterRole/openmed-profiler",
 			} {
 				if !slices.Contains(got, want) {
 					t.Errorf("bundle lacks %s; has %v", want, got)
@@ -98,10 +99,20 @@ func TestOverlaysRender(t *testing.T) {
 					t.Errorf("bundle lacks %s; has %v", want, got)
 				}
 			}
+			// The namespaced install's only cluster-wide RBAC is the metrics
+			// endpoint's, which reaches no object: the scrapers' roles on
+			// its paths, and the operator's token and access reviews.
 			if !ov.clusterWide && slices.ContainsFunc(got, func(k string) bool {
-				return strings.HasPrefix(k, "ClusterRole/") || strings.HasPrefix(k, "ClusterRoleBinding/")
+				_, name, _ := strings.Cut(k, "/")
+				return (strings.HasPrefix(k, "ClusterRole/") || strings.HasPrefix(k, "ClusterRoleBinding/")) && !metricsClusterRBAC[name]
 			}) {
 				t.Errorf("namespaced bundle grants cluster-wide access: %v", got)
+			}
+			// A Role cannot grant the metrics endpoint's reviews, which
+			// are cluster-scoped: the namespaced install has a ClusterRole
+			// for them alone.
+			if hasAuth := slices.Contains(got, "ClusterRole/openmed-operator-metrics-auth") && slices.Contains(got, "ClusterRoleBinding/openmed-operator-metrics-auth"); hasAuth == ov.clusterWide {
+				t.Errorf("the ClusterRole openmed-operator-metrics-auth and its binding: %v, want them in the namespaced install only", hasAuth)
 			}
 			for _, o := range objs {
 				switch o.GetKind() {
@@ -182,7 +193,7 @@ func checkDeployment(t *testing.T, dep *appsv1.Deployment, allNamespaces string)
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for arg, port := range map[string]string{"--metrics-addr": "http-prom", "--health-addr": "healthz"} {
+	for arg, port := range map[string]string{"--metrics-addr": "https-metrics", "--health-addr": "healthz"} {
 		if want := fmt.Sprintf("%s=:%d", arg, ports[port]); !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s (port %s)", c.Args, want, port)
 		}
@@ -202,15 +213,23 @@ func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, dep *appsv
 	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}) {
 		t.Errorf("policyTypes = %v", np.Spec.PolicyTypes)
 	}
+	// The metrics port admits the monitoring namespace only; the probe
+	// port every source (the kubelet's probes).
 	var ingress []string
 	for _, rule := range np.Spec.Ingress {
+		from := "anywhere"
+		if len(rule.From) > 0 {
+			from = fmt.Sprint(rule.From)
+		}
 		for _, p := range rule.Ports {
-			ingress = append(ingress, p.Port.String())
+			ingress = append(ingress, p.Port.String()+" from "+from)
 		}
 	}
 	slices.Sort(ingress)
-	if want := []string{"healthz", "http-prom"}; !slices.Equal(ingress, want) {
-		t.Errorf("ingress ports = %v, want only %v", ingress, want)
+	monitoring := fmt.Sprint([]networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
+		MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}})
+	if want := []string{"healthz from anywhere", "https-metrics from " + monitoring}; !slices.Equal(ingress, want) {
+		t.Errorf("ingress = %v, want only %v", ingress, want)
 	}
 	var egress []string
 	for _, rule := range np.Spec.Egress {
@@ -224,8 +243,6 @@ func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, dep *appsv
 	}
 }
 
-// TestRBACHasNoWildcards guards what SubjectAccessReviews cannot enumerate:
-// no rule grants every verb, resource or group.
 // TestLockdownRoleFollowsTheGeneratedRole: the lockdown's ClusterRole is
 // the one generated from the controller's markers without any write on
 // Deployments and ConfigMaps, so a right the reconciler gains reaches the
@@ -248,6 +265,20 @@ func TestLockdownRoleFollowsTheGeneratedRole(t *testing.T) {
 	}
 }
 
+// metricsClusterRBAC names the cluster-wide RBAC of the metrics endpoint,
+// the only one the namespaced install has.
+var metricsClusterRBAC = map[string]bool{"openmed-metrics-reader": true, "openmed-profiler": true, "openmed-operator-metrics-auth": true}
+
+// metricsRoleURLs are the paths of the metrics endpoint each of the
+// bundle's ClusterRoles for its scrapers allows.
+var metricsRoleURLs = map[string][]string{
+	"openmed-metrics-reader": {"/metrics"},
+	"openmed-profiler":       {"/debug/pprof/*"},
+}
+
+// TestRBACHasNoWildcards guards what SubjectAccessReviews cannot enumerate:
+// no rule grants every verb, resource or group, and non-resource URLs only
+// the metrics endpoint's roles grant, each its own paths.
 func TestRBACHasNoWildcards(t *testing.T) {
 	for _, ov := range overlays {
 		for _, o := range build(t, ov.name) {
@@ -259,8 +290,14 @@ func TestRBACHasNoWildcards(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range role.Rules {
-				if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") || len(r.NonResourceURLs) > 0 {
+				if slices.Contains(r.Verbs, "*") || slices.Contains(r.Resources, "*") || slices.Contains(r.APIGroups, "*") {
 					t.Errorf("%s: %s %s has a wildcard rule %+v", ov.name, o.GetKind(), o.GetName(), r)
+				}
+				// Non-resource URLs only in the metrics endpoint's two
+				// roles, each get on its own paths.
+				if len(r.NonResourceURLs) > 0 && (o.GetKind() != "ClusterRole" ||
+					!slices.Equal(r.NonResourceURLs, metricsRoleURLs[o.GetName()]) || !slices.Equal(r.Verbs, []string{"get"})) {
+					t.Errorf("%s: %s %s grants non-resource URLs %+v", ov.name, o.GetKind(), o.GetName(), r)
 				}
 			}
 		}
@@ -404,6 +441,10 @@ func TestServiceAccountAccess(t *testing.T) {
 			{"patch", "autoscaling", "horizontalpodautoscalers", own, false},
 			// Leases only in the operator's own namespace.
 			{"update", "coordination.k8s.io", "leases", other, false},
+			// The metrics endpoint has each scrape authenticated and
+			// authorized by the API server.
+			{"create", "authentication.k8s.io", "tokenreviews", "", true},
+			{"create", "authorization.k8s.io", "subjectaccessreviews", "", true},
 		}
 	}
 	// The lockdown grants the same as the default install except the

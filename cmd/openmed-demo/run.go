@@ -180,17 +180,39 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		return nil
 	}
 
+	// The metrics endpoint answers only a token allowed to read it: one of
+	// a ServiceAccount bound to openmed-metrics-reader, as Prometheus's is.
+	tokenFile, err := metricsToken(ctx, c, bundle.ServiceAccount.Namespace, workDir)
+	if err != nil {
+		return err
+	}
 	p.plain("")
 	p.plain("The cluster stays up until Ctrl-C. To look around:")
 	p.plain("  export KUBECONFIG=" + kubeconfig)
 	p.plain(fmt.Sprintf("  kubectl -n %s get openmedmodels,deployments,replicasets,pods,configmaps", model.Namespace))
 	p.plain(fmt.Sprintf("  kubectl -n %s annotate omm %s %s=%s --overwrite   # roll back by hand", model.Namespace, model.Name, v1alpha1.RollbackToAnnotation, model.Spec.Version))
 	p.plain("  operator log:     " + op.LogPath())
-	p.plain("  operator metrics: " + op.MetricsURL())
+	p.plain(fmt.Sprintf("  operator metrics: curl -sk -H \"Authorization: Bearer $(cat %s)\" %s", tokenFile, op.MetricsURL()))
 	select {
 	case <-ctx.Done():
 		return nil
 	case <-op.Done():
 		return fmt.Errorf("openmed-operator exited; last lines of %s:\n%s", op.LogPath(), localrun.Tail(op.LogPath(), 15))
 	}
+}
+
+// metricsToken binds openmed-metrics-reader to the ServiceAccount
+// metrics-reader of namespace, writes a token of it into dir and returns
+// the file's path.
+func metricsToken(ctx context.Context, c client.Client, namespace, dir string) (string, error) {
+	const name = "metrics-reader"
+	if err := localrun.BindClusterRoles(ctx, c, namespace, name, localrun.MetricsReaderRole); err != nil {
+		return "", err
+	}
+	token, err := localrun.ServiceAccountToken(ctx, c, namespace, name)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "metrics.token")
+	return path, os.WriteFile(path, []byte(token), 0o600)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
 )
 
@@ -96,7 +98,8 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 
 // startOperator runs the binary with the given kubeconfig, runtime namespace
 // and flags, on free metrics and health ports, and waits until /readyz
-// answers. The process dies with the test: it gets SIGKILL when the test
+// answers 200 and the metrics endpoint answers at all (it is bound in a
+// goroutine of its own, after the probes may answer). The process dies with the test: it gets SIGKILL when the test
 // binary exits (Pdeathsig) and is killed at cleanup if still running.
 func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, args ...string) *operatorProcess {
 	t.Helper()
@@ -143,7 +146,15 @@ func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, 
 			return false, err.Error()
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
+		if resp.StatusCode != http.StatusOK {
+			return false, "/readyz: " + resp.Status
+		}
+		resp, err = localrun.NewScraper("", nil).Get(context.Background(), p.metricsURL("/metrics"))
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return true, ""
 	})
 	return p
 }
@@ -175,6 +186,9 @@ func (p *operatorProcess) kill(t *testing.T) {
 	<-p.exited
 }
 
+// metricsURL is the URL of path on the process's metrics endpoint.
+func (p *operatorProcess) metricsURL(path string) string { return "https://" + p.metricsAddr + path }
+
 // sample is one line of the Prometheus text format.
 type sample struct {
 	name   string
@@ -182,16 +196,15 @@ type sample struct {
 	value  float64
 }
 
-// scrape reads the process's /metrics.
+// scrape reads the process's /metrics as metricsReader.
 func (p *operatorProcess) scrape(t *testing.T) []sample {
 	t.Helper()
-	resp, err := http.Get("http://" + p.metricsAddr + "/metrics")
+	body, err := metricsReader.Read(context.Background(), p.metricsURL("/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	var out []sample
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -233,7 +246,8 @@ func sum(samples []sample, name string, fragments ...string) (total float64, fou
 }
 
 // writes counts the mutating API requests the process has sent
-// (client-go's rest_client_requests_total).
+// (client-go's rest_client_requests_total), the POSTs of the metrics
+// endpoint's token and access reviews among them.
 func (p *operatorProcess) writes(t *testing.T) float64 {
 	t.Helper()
 	samples := p.scrape(t)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,12 +12,17 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // env is the real kube-apiserver and etcd the operator processes talk to.
 // Nothing plays the Deployment controller: tests write Deployment status.
 var env *testenv.Environment
+
+// metricsReader scrapes the processes' /metrics as Prometheus does: with a
+// token of a ServiceAccount bound to openmed-metrics-reader.
+var metricsReader *localrun.Scraper
 
 // binary is the openmed-operator executable, built once for the package so
 // the tests run real processes (flags, signals, Leases, metrics ports).
@@ -54,5 +60,9 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "testenv: stop:", err)
 		}
 	}()
+	if metricsReader, err = localrun.ServiceAccountScraper(context.Background(), env.Client, "default", "metrics-reader", localrun.MetricsReaderRole); err != nil {
+		fmt.Fprintln(os.Stderr, "metrics reader:", err)
+		return 1
+	}
 	return m.Run()
 }

@@ -12,9 +12,7 @@ package chaos_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,8 +186,14 @@ func run(t *testing.T, bin string, cfg runConfig) {
 			t.Fatal(err)
 		}
 	}
+	// The replicas' metrics endpoints (the leader, and goroutines on a
+	// failure) are read as Prometheus and a person profiling would.
+	scraper, err := localrun.ServiceAccountScraper(ctx, c, "default", "scraper", localrun.MetricsReaderRole, localrun.ProfilerRole)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := &runner{t: t, bin: bin, dir: dir, kubeconfig: kubeconfig, c: c, rnd: rand.New(rand.NewPCG(cfg.seed, 99)), ended: map[*localrun.Operator]bool{},
-		serviceAccount: sa, args: cl.OperatorArgs, leaseNamespace: cl.LeaseNamespace()}
+		serviceAccount: sa, args: cl.OperatorArgs, leaseNamespace: cl.LeaseNamespace(), scraper: scraper}
 	defer r.stopAll()
 	for i := 0; i < max(1, cfg.replicas); i++ {
 		r.start()
@@ -468,6 +472,7 @@ type runner struct {
 	serviceAccount string
 	args           []string
 	leaseNamespace string
+	scraper        *localrun.Scraper
 
 	mu       sync.Mutex
 	ops      []*localrun.Operator
@@ -504,8 +509,10 @@ func (r *runner) launch() (*localrun.Operator, error) {
 	op, err := localrun.StartOperator(localrun.OperatorConfig{
 		Binary: r.bin, Kubeconfig: r.kubeconfig, LogPath: filepath.Join(r.dir, fmt.Sprintf("operator-%d.log", n)),
 		Args: append([]string{"--log-level=info", "--log-encoding=console", "--enable-leader-election",
-			"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms"}, r.args...),
-		Env: []string{"RUNTIME_NAMESPACE=" + r.leaseNamespace},
+			"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
+			"--enable-pprof"}, r.args...),
+		Env:     []string{"RUNTIME_NAMESPACE=" + r.leaseNamespace},
+		Scraper: r.scraper,
 	})
 	if err != nil {
 		return nil, err
@@ -664,7 +671,7 @@ func (r *runner) leader() *localrun.Operator {
 			continue
 		default:
 		}
-		if leads(op.MetricsURL()) {
+		if leads(op) {
 			return op
 		}
 	}
@@ -861,12 +868,11 @@ func (r *runner) keep() string {
 		if b, err := os.ReadFile(op.LogPath()); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, filepath.Base(op.LogPath())), b, 0o644)
 		}
-		url := strings.TrimSuffix(op.MetricsURL(), "/metrics") + "/debug/pprof/goroutine?debug=2"
-		if resp, err := http.Get(url); err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if b, err := op.Read(ctx, "/debug/pprof/goroutine?debug=2"); err == nil {
 			_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("goroutines-%d.txt", i)), b, 0o644)
 		}
+		cancel()
 	}
 	return dir
 }

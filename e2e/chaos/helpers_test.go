@@ -2,8 +2,7 @@ package chaos_test
 
 import (
 	"bytes"
-	"io"
-	"net/http"
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -11,18 +10,18 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
-// leads reports whether the operator serving metricsURL holds the Lease
-// (client-go's leader_election_master_status).
-func leads(metricsURL string) bool {
-	c := &http.Client{Timeout: 2 * time.Second}
-	resp, err := c.Get(metricsURL)
+// leads reports whether op holds the Lease (client-go's
+// leader_election_master_status on its /metrics).
+func leads(op *localrun.Operator) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	body, err := op.Read(ctx, "/metrics")
 	if err != nil {
 		return false
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
 	for _, line := range strings.Split(string(body), "\n") {
 		if strings.HasPrefix(line, "leader_election_master_status{") && strings.HasSuffix(line, " 1") {
 			return true

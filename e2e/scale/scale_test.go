@@ -26,7 +26,6 @@ package scale_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -608,7 +607,13 @@ func run(t *testing.T, bin string, cfg config) result {
 	})
 
 	r := result{cfg: cfg}
-	ops := startOperators(t, bin, cl, dir, cfg.shards)
+	// The operators' metrics are read as Prometheus reads them (and the
+	// profiles of OPENMED_SCALE_PROFILE as a person profiling would).
+	scraper, err := localrun.ServiceAccountScraper(ctx, c, "default", "scraper", localrun.MetricsReaderRole, localrun.ProfilerRole)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := startOperators(t, bin, cl, dir, cfg.shards, scraper)
 	defer func() {
 		for _, op := range ops {
 			_ = op.Stop(10 * time.Second)
@@ -619,7 +624,7 @@ func run(t *testing.T, bin string, cfg config) result {
 		anon[i] = harness.SampleAnon(op.PID())
 		defer anon[i].Stop()
 	}
-	baseSamples, _ := scrape(t, ops[0].MetricsURL())
+	baseSamples, _ := scrape(t, ops[0])
 	for _, op := range ops {
 		r.syncedRSS = max(r.syncedRSS, harness.PeakRSS(t, op.PID()))
 	}
@@ -723,13 +728,13 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.reaction = probeReaction(t, sc, mw, n)
 
 	if dir := os.Getenv("OPENMED_SCALE_PROFILE"); dir != "" {
-		saveHeapProfile(t, strings.TrimSuffix(ops[0].MetricsURL(), "/metrics"), filepath.Join(dir, fmt.Sprintf("heap-%s.pprof", strings.ReplaceAll(cfg.String(), " ", "-"))))
+		saveHeapProfile(t, ops[0], filepath.Join(dir, fmt.Sprintf("heap-%s.pprof", strings.ReplaceAll(cfg.String(), " ", "-"))))
 	}
-	samples, size := scrape(t, ops[0].MetricsURL())
+	samples, size := scrape(t, ops[0])
 	r.metricsBytes = size
 	r.samplesPerModel = float64(samples-baseSamples) / float64(n) * float64(cfg.shards)
 	for _, op := range ops {
-		r.eventsDropped += metricSum(t, op.MetricsURL(), "openmed_events_dropped_total", "")
+		r.eventsDropped += metricSum(t, op, "openmed_events_dropped_total", "")
 		rss := harness.PeakRSS(t, op.PID())
 		r.shardRSS = append(r.shardRSS, rss)
 		r.peakRSS = max(r.peakRSS, rss)
@@ -748,7 +753,7 @@ func run(t *testing.T, bin string, cfg config) result {
 	}
 	t4 := time.Now()
 	mark(cfg, "failover")
-	ops = startOperators(t, bin, cl, dir, cfg.shards)
+	ops = startOperators(t, bin, cl, dir, cfg.shards, scraper)
 	testenv.Eventually(t, 20*time.Minute, "the new processes reconciled every model", func() (bool, string) {
 		done := passesOf(t, ops)
 		return done >= float64(n), fmt.Sprintf("%.0f of %d", done, n)
@@ -769,11 +774,12 @@ const shardKey = "sharding.fluxcd.io/key"
 // shardOf is the shard of model i: 0 (no label, the main shard) or 1..s-1.
 func shardOf(i, shards int) int { return i % shards }
 
-// startOperators starts the operator processes of s shards and waits until
-// each is ready: one process with no selector, or one per shard, the first
-// for the models without the shard label (Flux's convention), each as its
-// own user so the audit log tells them apart.
-func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, shards int) []*localrun.Operator {
+// startOperators starts the operator processes of s shards, whose metrics
+// endpoints scraper reads, and waits until each is ready: one process with
+// no selector, or one per shard, the first for the models without the shard
+// label (Flux's convention), each as its own user so the audit log tells
+// them apart.
+func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, shards int, scraper *localrun.Scraper) []*localrun.Operator {
 	t.Helper()
 	var ops []*localrun.Operator
 	for i := 0; i < shards; i++ {
@@ -791,9 +797,10 @@ func startOperators(t *testing.T, bin string, cl *harness.Cluster, dir string, s
 			// The logs stay with the profiles, with every collection's
 			// heap sizes (gctrace, on stderr).
 			logDir, env = profile, []string{"GODEBUG=gctrace=1"}
+			args = append(args, "--enable-pprof")
 		}
 		op, err := localrun.StartOperator(localrun.OperatorConfig{Binary: bin, Kubeconfig: kubeconfig,
-			LogPath: filepath.Join(logDir, fmt.Sprintf("operator-%d.log", i)), Args: args, Env: env})
+			LogPath: filepath.Join(logDir, fmt.Sprintf("operator-%d.log", i)), Args: args, Env: env, Scraper: scraper})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -947,7 +954,7 @@ func passesOf(t *testing.T, ops []*localrun.Operator) float64 {
 	t.Helper()
 	var sum float64
 	for _, op := range ops {
-		sum += reconciled(t, op.MetricsURL())
+		sum += reconciled(t, op)
 	}
 	return sum
 }
@@ -962,7 +969,7 @@ func wokenOf(t *testing.T, ops []*localrun.Operator) map[string]float64 {
 	const prefix = `openmed_passes_total{woken_by="`
 	out := map[string]float64{}
 	for _, op := range ops {
-		for _, line := range strings.Split(string(fetch(t, op.MetricsURL())), "\n") {
+		for _, line := range strings.Split(string(fetch(t, op, "/metrics")), "\n") {
 			if value, ok := strings.CutPrefix(line, "openmed_backstop_passes_unchanged_total "); ok {
 				v, _ := strconv.ParseFloat(value, 64)
 				out["backstop unchanged"] += v
@@ -1022,16 +1029,16 @@ func printCounts(m map[string]float64, wakes bool) string {
 
 // reconciled is the number of passes the operator has finished
 // (controller-runtime's controller_runtime_reconcile_total).
-func reconciled(t *testing.T, url string) float64 {
+func reconciled(t *testing.T, op *localrun.Operator) float64 {
 	t.Helper()
-	return metricSum(t, url, "controller_runtime_reconcile_total", `controller="openmedmodel"`)
+	return metricSum(t, op, "controller_runtime_reconcile_total", `controller="openmedmodel"`)
 }
 
 // metricSum sums the samples of the metric name whose labels contain
 // match.
-func metricSum(t *testing.T, url, name, match string) float64 {
+func metricSum(t *testing.T, op *localrun.Operator, name, match string) float64 {
 	t.Helper()
-	data := fetch(t, url)
+	data := fetch(t, op, "/metrics")
 	var sum float64
 	for _, line := range strings.Split(string(data), "\n") {
 		if (strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ")) && strings.Contains(line, match) {
@@ -1255,17 +1262,9 @@ const probeModels = 20
 
 // saveHeapProfile stores the operator's heap profile (after a GC) for
 // `go tool pprof`.
-func saveHeapProfile(t *testing.T, base, path string) {
+func saveHeapProfile(t *testing.T, op *localrun.Operator, path string) {
 	t.Helper()
-	resp, err := http.Get(base + "/debug/pprof/heap?gc=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := fetch(t, op, "/debug/pprof/heap?gc=1")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -1298,7 +1297,6 @@ func sampleRSS(op *localrun.Operator, path, heapPath string) {
 		return
 	}
 	defer f.Close()
-	base := strings.TrimSuffix(op.MetricsURL(), "/metrics")
 	var profiled int64
 	for {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", op.PID()))
@@ -1316,12 +1314,9 @@ func sampleRSS(op *localrun.Operator, path, heapPath string) {
 		}
 		fmt.Fprintf(f, "%d\t%.1f\n", time.Now().Unix(), float64(kb)/1024)
 		if kb > profiled+4096 && kb > 64*1024 {
-			if resp, err := http.Get(base + "/debug/pprof/heap"); err == nil {
-				if body, err := io.ReadAll(resp.Body); err == nil && resp.StatusCode == http.StatusOK {
-					_ = os.WriteFile(heapPath, body, 0o600)
-					profiled = kb
-				}
-				resp.Body.Close()
+			if body, err := op.Read(context.Background(), "/debug/pprof/heap"); err == nil {
+				_ = os.WriteFile(heapPath, body, 0o600)
+				profiled = kb
 			}
 		}
 		time.Sleep(time.Second)
@@ -1333,30 +1328,25 @@ func sampleRSS(op *localrun.Operator, path, heapPath string) {
 // windows of a phase (phases.log) merge with `go tool pprof -proto`.
 // OPENMED_SCALE_PROFILE only.
 func sampleCPU(op *localrun.Operator, prefix string) {
-	base := strings.TrimSuffix(op.MetricsURL(), "/metrics")
 	for {
 		if _, err := os.Stat(fmt.Sprintf("/proc/%d", op.PID())); err != nil {
 			return
 		}
 		start := time.Now().Unix()
-		resp, err := http.Get(base + "/debug/pprof/profile?seconds=20")
+		body, err := op.Read(context.Background(), "/debug/pprof/profile?seconds=20")
 		if err != nil {
 			// Not serving yet, or stopping.
 			time.Sleep(time.Second)
 			continue
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err == nil && resp.StatusCode == http.StatusOK {
-			_ = os.WriteFile(fmt.Sprintf("%s-%d.pprof", prefix, start), body, 0o600)
-		}
+		_ = os.WriteFile(fmt.Sprintf("%s-%d.pprof", prefix, start), body, 0o600)
 	}
 }
 
-// scrape reads /metrics and returns its number of samples and size.
-func scrape(t *testing.T, url string) (samples, size int) {
+// scrape reads op's /metrics and returns its number of samples and size.
+func scrape(t *testing.T, op *localrun.Operator) (samples, size int) {
 	t.Helper()
-	data := fetch(t, url)
+	data := fetch(t, op, "/metrics")
 	for _, line := range strings.Split(string(data), "\n") {
 		if line != "" && !strings.HasPrefix(line, "#") {
 			samples++
@@ -1365,15 +1355,10 @@ func scrape(t *testing.T, url string) (samples, size int) {
 	return samples, len(data)
 }
 
-// fetch reads url's body.
-func fetch(t *testing.T, url string) []byte {
+// fetch reads path of op's metrics endpoint.
+func fetch(t *testing.T, op *localrun.Operator, path string) []byte {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
+	data, err := op.Read(context.Background(), path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,11 +66,15 @@ type OperatorConfig struct {
 	Args []string
 	// Env are further environment variables (NAME=value) of the process.
 	Env []string
+	// Scraper reads the metrics endpoint for Operator.Read; nil makes Read
+	// fail.
+	Scraper *Scraper
 }
 
 // Operator is a running openmed-operator process.
 type Operator struct {
 	cmd         *exec.Cmd
+	scraper     *Scraper
 	logPath     string
 	metricsAddr string
 	healthAddr  string
@@ -108,7 +112,7 @@ func StartOperator(cfg OperatorConfig) (*Operator, error) {
 	if len(cfg.Env) > 0 {
 		cmd.Env = append(os.Environ(), cfg.Env...)
 	}
-	o := &Operator{cmd: cmd, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
+	o := &Operator{cmd: cmd, scraper: cfg.Scraper, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
 	// In a process group of its own, tied to this process by the kernel's
 	// parent-death signal (see minicluster.StartChild).
 	waited, err := minicluster.StartChild(cmd)
@@ -131,29 +135,42 @@ func (o *Operator) LogPath() string { return o.logPath }
 // Signal sends sig to the process group.
 func (o *Operator) Signal(sig syscall.Signal) error { return signalGroup(o.PID(), sig) }
 
-// MetricsURL is where the operator serves Prometheus metrics, unless
-// OperatorConfig.Args moved it.
-func (o *Operator) MetricsURL() string { return "http://" + o.metricsAddr + "/metrics" }
+// MetricsURL is where the operator serves Prometheus metrics (HTTPS, to an
+// authorized bearer token), unless OperatorConfig.Args moved it.
+func (o *Operator) MetricsURL() string { return o.endpoint("/metrics") }
+
+// endpoint is the URL of path (with its query) on the metrics endpoint.
+func (o *Operator) endpoint(path string) string { return "https://" + o.metricsAddr + path }
+
+// Read returns the body of path on the metrics endpoint ("/metrics", or
+// "/debug/pprof/heap" of an operator run with --enable-pprof) as
+// OperatorConfig.Scraper reads it, or an error unless it answered 200.
+func (o *Operator) Read(ctx context.Context, path string) ([]byte, error) {
+	if o.scraper == nil {
+		return nil, errors.New("localrun: the operator was started without a Scraper")
+	}
+	return o.scraper.Read(ctx, o.endpoint(path))
+}
 
 // Done is closed once the process has exited.
 func (o *Operator) Done() <-chan struct{} { return o.done }
 
 // WaitReady waits until the operator's /readyz answers 200 (its manager
-// has started and its caches are syncing) and then its /metrics: the
-// manager binds the metrics listener in a goroutine of its own, after the
-// health probes may already answer. It fails early when the process exits.
+// has started and its caches are syncing) and then until its metrics
+// endpoint answers at all (without a token, 401): the manager binds the
+// metrics listener in a goroutine of its own, after the health probes may
+// already answer. It fails early when the process exits.
 func (o *Operator) WaitReady(ctx context.Context) error {
-	for _, url := range []string{"http://" + o.healthAddr + "/readyz", o.MetricsURL()} {
-		if err := o.waitOK(ctx, url); err != nil {
-			return err
-		}
+	if err := o.waitFor(ctx, "http://"+o.healthAddr+"/readyz", http.DefaultTransport, func(code int) bool { return code == http.StatusOK }); err != nil {
+		return err
 	}
-	return nil
+	return o.waitFor(ctx, o.MetricsURL(), NewScraper("", nil).client.Transport, func(int) bool { return true })
 }
 
-// waitOK waits until url answers 200, the process exits or ctx ends.
-func (o *Operator) waitOK(ctx context.Context, url string) error {
-	client := &http.Client{Timeout: time.Second}
+// waitFor waits until url answers with a status ok accepts, the process
+// exits or ctx ends.
+func (o *Operator) waitFor(ctx context.Context, url string, tr http.RoundTripper, ok func(code int) bool) error {
+	client := &http.Client{Timeout: time.Second, Transport: tr}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -164,7 +181,7 @@ func (o *Operator) waitOK(ctx context.Context, url string) error {
 		if resp, err := client.Do(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if ok(resp.StatusCode) {
 				return nil
 			}
 		}

@@ -2,7 +2,8 @@
 // manager the way Flux controllers are wired: fluxcd/pkg/runtime option
 // structs for the client, logger, leader election, retry delays and watch
 // scope, openmed_* (and, with --gotk-metrics, Flux's gotk_*) metrics next
-// to controller-runtime's own,
+// to controller-runtime's own, served over HTTPS to authenticated and
+// authorized scrapers only, as kubebuilder scaffolds it,
 // /healthz and /readyz probes, and an events recorder that can forward to
 // notification-controller. The openmed-operator binary is a thin shell around
 // Run, so tests and other managers can start the same wiring.
@@ -10,10 +11,12 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -42,6 +45,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openmed/openmed-operator/controllers"
+	"github.com/openmed/openmed-operator/internal/metricsauth"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/serverclock"
 )
@@ -54,8 +58,16 @@ const LeaderElectionID = "openmed-operator-leader-election"
 
 // Options are the operator's settings; BindFlags maps them to flags.
 type Options struct {
-	// MetricsAddr is where /metrics is served ("0" disables it).
+	// MetricsAddr is where /metrics is served over HTTPS ("0" disables
+	// it).
 	MetricsAddr string
+	// MetricsCertDir holds the metrics endpoint's serving certificate and
+	// key (tls.crt, tls.key; reloaded when they change). Empty: a
+	// self-signed certificate generated at start.
+	MetricsCertDir string
+	// EnablePprof serves /debug/pprof beside /metrics, behind the same
+	// authentication and authorization.
+	EnablePprof bool
 	// HealthAddr is where /healthz and /readyz are served.
 	HealthAddr string
 	// EventsAddr is notification-controller's event endpoint; empty records
@@ -91,7 +103,9 @@ type Options struct {
 // BindFlags registers the operator's flags on fs with Flux's names and
 // defaults.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8080", "The address the metric endpoint binds to.")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":8443", "The address the metrics endpoint binds to; it serves HTTPS to clients whose bearer token the API server authenticates (TokenReview) and authorizes for get on the path (SubjectAccessReview). \"0\" disables it.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", "", "The directory holding the metrics endpoint's certificate and key (tls.crt, tls.key), reloaded when they change; empty uses a self-signed certificate generated at start.")
+	fs.BoolVar(&o.EnablePprof, "enable-pprof", false, "Serve /debug/pprof on the metrics endpoint, behind the same authentication and authorization.")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":9440", "The address the health endpoint binds to.")
 	fs.StringVar(&o.EventsAddr, "events-addr", "", "The address of the events receiver (notification-controller); empty records Kubernetes Events only.")
 	fs.StringVar(&o.DefaultServiceAccount, "default-service-account", "", "The ServiceAccount, in a model's namespace, the operator impersonates for the writes of a model without spec.serviceAccountName (multi-tenancy lockdown); empty uses the operator's own rights.")
@@ -188,6 +202,9 @@ func Run(ctx context.Context, opts Options) error {
 	log := ctrl.Log.WithName("setup")
 	scope, err := opts.ResolveScope(os.Getenv(runtimectrl.EnvRuntimeNamespace))
 	if err != nil {
+		return err
+	}
+	if err := checkMetricsCertDir(opts.MetricsCertDir); err != nil {
 		return err
 	}
 	cfg, err := restConfig(ctx, opts)
@@ -322,8 +339,7 @@ func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.O
 			m, err := apiutil.NewDynamicRESTMapper(c, h)
 			return controllers.RememberMappings(m), err
 		},
-		// /debug/pprof next to /metrics, as Flux controllers serve it.
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr, ExtraHandlers: pprof.GetHandlers()},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.HealthAddr,
 		LeaderElection:                le.Enable,
 		LeaderElectionID:              scope.LeaderElectionID,
@@ -335,6 +351,56 @@ func managerOptions(opts Options, scope Scope, scheme *k8sruntime.Scheme) ctrl.O
 		Controller:                    config.Controller{RecoverPanic: ptr.To(true)},
 		Logger:                        ctrl.Log,
 	}
+}
+
+// The metrics endpoint authenticates and authorizes every request
+// (TokenReview, then SubjectAccessReview for get on the path) through the
+// API server; these are the rights that needs. They are in the operator's
+// generated ClusterRole, which `make generate` builds from the markers in
+// this package and controllers.
+//
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// metricsOptions serves /metrics, and with --enable-pprof /debug/pprof,
+// over HTTPS behind the authentication and authorization filter of
+// metricsauth (controller-runtime's, without k8s.io/apiserver): a client
+// needs a bearer token the API server accepts, of a user allowed get on
+// the path (the ClusterRole openmed-metrics-reader grants
+// it on /metrics). Profiles show the operator's memory and goroutines, so
+// they are off unless asked for.
+func metricsOptions(opts Options) metricsserver.Options {
+	o := metricsserver.Options{
+		BindAddress:    opts.MetricsAddr,
+		SecureServing:  true,
+		FilterProvider: metricsauth.Filter,
+		CertDir:        opts.MetricsCertDir,
+		// HTTP/1.1 only, as kubebuilder scaffolds it: HTTP/2's stream
+		// cancellation lets a client that never authenticates keep the
+		// server busy (CVE-2023-44487, CVE-2023-39325), and a scrape
+		// gains nothing from it.
+		TLSOpts: []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }},
+	}
+	if opts.EnablePprof {
+		o.ExtraHandlers = pprof.GetHandlers()
+	}
+	return o
+}
+
+// checkMetricsCertDir fails when --metrics-cert-dir lacks the certificate
+// or the key: controller-runtime would fall back to a self-signed
+// certificate, and the scrapers that verify the one they were given would
+// fail without saying why.
+func checkMetricsCertDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			return fmt.Errorf("--metrics-cert-dir: %w", err)
+		}
+	}
+	return nil
 }
 
 // restConfig loads the kubeconfig and applies the client limits the way

@@ -1,6 +1,12 @@
 package app
 
 import (
+	"crypto/tls"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +27,8 @@ func parse(t *testing.T, args ...string) Options {
 
 // TestDefaults pins the Flux defaults the flags inherit: leader election is
 // off in the binary (the shipped manifests turn it on), all namespaces are
-// watched, and the Lease timings are Flux's.
+// watched, and the Lease timings are Flux's; metrics on :8443 (HTTPS), no
+// profiling.
 func TestDefaults(t *testing.T) {
 	o := parse(t)
 	if o.LeaderElection.Enable || !o.LeaderElection.ReleaseOnCancel || o.LeaderElection.LeaseDuration != 35*time.Second {
@@ -30,8 +37,12 @@ func TestDefaults(t *testing.T) {
 	if !o.Watch.AllNamespaces || o.Watch.LabelSelector != "" {
 		t.Errorf("watch defaults = %+v", o.Watch)
 	}
-	if o.MetricsAddr != ":8080" || o.HealthAddr != ":9440" || o.Concurrent != 4 || o.GotkMetrics {
+	if o.MetricsAddr != ":8443" || o.HealthAddr != ":9440" || o.Concurrent != 4 || o.GotkMetrics {
 		t.Errorf("addresses and concurrency = %q %q %d", o.MetricsAddr, o.HealthAddr, o.Concurrent)
+	}
+	// Profiling is off and the certificate self-signed unless asked for.
+	if o.EnablePprof || o.MetricsCertDir != "" {
+		t.Errorf("--enable-pprof=%v --metrics-cert-dir=%q", o.EnablePprof, o.MetricsCertDir)
 	}
 	// Seconds, not Flux's 15-minute cap: a failed pass is retried soon.
 	if o.RateLimiter.MinRetryDelay != 250*time.Millisecond || o.RateLimiter.MaxRetryDelay != 10*time.Second {
@@ -90,6 +101,58 @@ func TestResolveScope(t *testing.T) {
 			}
 			if s.Namespace != tc.wantNamespace || s.LeaderElectionID != tc.wantLease || s.LeaderElectionNamespace != tc.runtimeNamespace {
 				t.Errorf("scope = %+v, want namespace %q lease %q in %q", s, tc.wantNamespace, tc.wantLease, tc.runtimeNamespace)
+			}
+		})
+	}
+}
+
+// TestMetricsOptions: the metrics endpoint is always HTTPS behind the
+// authentication and authorization filter, speaks HTTP/1.1 only, and
+// carries /debug/pprof only with --enable-pprof; --metrics-cert-dir must
+// hold a certificate and a key.
+func TestMetricsOptions(t *testing.T) {
+	certDir := t.TempDir()
+	for _, name := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(certDir, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		args      []string
+		wantPprof bool
+		wantErr   string
+	}{
+		{name: "defaults"},
+		{name: "pprof", args: []string{"--enable-pprof"}, wantPprof: true},
+		{name: "cert dir", args: []string{"--metrics-cert-dir=" + certDir}},
+		{name: "cert dir without a certificate", args: []string{"--metrics-cert-dir=" + t.TempDir()}, wantErr: "tls.crt"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := parse(t, tc.args...)
+			err := checkMetricsCertDir(o.MetricsCertDir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := metricsOptions(o)
+			if !m.SecureServing || m.FilterProvider == nil || m.CertDir != o.MetricsCertDir {
+				t.Errorf("secure %v, filter %v, cert dir %q: want HTTPS behind the filter with the cert dir %q", m.SecureServing, m.FilterProvider != nil, m.CertDir, o.MetricsCertDir)
+			}
+			cfg := &tls.Config{NextProtos: []string{"h2"}}
+			for _, f := range m.TLSOpts {
+				f(cfg)
+			}
+			if !slices.Equal(cfg.NextProtos, []string{"http/1.1"}) {
+				t.Errorf("ALPN protocols %v, want http/1.1 only", cfg.NextProtos)
+			}
+			if _, ok := m.ExtraHandlers["/debug/pprof/"]; ok != tc.wantPprof || (!tc.wantPprof && len(m.ExtraHandlers) > 0) {
+				t.Errorf("extra handlers %v, want /debug/pprof: %v", slices.Collect(maps.Keys(m.ExtraHandlers)), tc.wantPprof)
 			}
 		})
 	}

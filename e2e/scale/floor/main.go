@@ -1,7 +1,9 @@
 // Command floor is the smallest operator the scale benchmark can compare
-// the OpenMedModel operator with: a controller-runtime manager (metrics,
-// health probes, leader election off) with one controller that reconciles
-// nothing, over the Deployments labelled openmed.ai/claimed=true. Its
+// the OpenMedModel operator with: a controller-runtime manager (metrics over
+// HTTPS behind the operator's own authentication and authorization filter,
+// internal/metricsauth; health probes; leader election off) with one
+// controller that reconciles nothing, over the Deployments labelled
+// openmed.ai/claimed=true. Its
 // resident memory once its cache synced is what any operator built on
 // controller-runtime and client-go holds before its first object: the
 // benchmark prints it beside the operator's (see docs/scale.md).
@@ -25,6 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/openmed/openmed-operator/internal/metricsauth"
 )
 
 func main() {
@@ -47,7 +51,8 @@ func run(ctx context.Context, kubeconfig, metricsAddr, healthAddr string) error 
 	}
 	claimed := labels.SelectorFromSet(labels.Set{"openmed.ai/claimed": "true"})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics: metricsserver.Options{BindAddress: metricsAddr, SecureServing: true,
+			FilterProvider: metricsauth.Filter},
 		HealthProbeBindAddress: healthAddr,
 		Cache:                  cache.Options{ByObject: map[client.Object]cache.ByObject{&appsv1.Deployment{}: {Label: claimed}}},
 	})
