@@ -1,7 +1,7 @@
 // Command floor is the smallest operator the scale benchmark can compare
 // the OpenMedModel operator with: a controller-runtime manager (metrics over
 // HTTPS behind the operator's own authentication and authorization filter,
-// internal/metricsauth; health probes; leader election off) with one
+// pkg/metricsauth; health probes; leader election off) with one
 // controller that reconciles nothing, over the Deployments labelled
 // openmed.ai/claimed=true. Its
 // resident memory once its cache synced is what any operator built on
@@ -28,7 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/openmed/openmed-operator/internal/metricsauth"
+	"github.com/openmed/openmed-operator/pkg/metricsauth"
 )
 
 func main() {
