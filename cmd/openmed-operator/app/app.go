@@ -45,8 +45,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/openmed/openmed-operator/controllers"
-	"github.com/openmed/openmed-operator/pkg/metricsauth"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/metricsauth"
 	"github.com/openmed/openmed-operator/pkg/serverclock"
 )
 
