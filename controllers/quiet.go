@@ -96,44 +96,122 @@ func (d *inputDigest) add(kind byte, name, version string) {
 
 func (d *inputDigest) value() uint64 { return d.sum ^ d.n*0x9e3779b97f4a7c15 }
 
-// Kinds of inputs in an inputDigest.
-const (
-	inputModel      = 'm'
-	inputTarget     = 'd'
-	inputPrevious   = 'p'
-	inputConfigMap  = 'c'
-	inputBakePod    = 'b'
-	inputPendingPod = 'q'
-)
+// The inputs of a pass, declared once: each field of rollout.Observed a
+// pass takes from the caches, how the observed struct holds it and how the
+// reconciler's stores hold it now. Both digests walk this one list, so a
+// pass and the backstop pass that compares with it read the same inputs;
+// observedFields says, for every other field of rollout.Observed, why it
+// needs no place in the digest (TestObservedFieldsAreInputs holds the two
+// to the struct).
+var passInputs = []struct {
+	// kind tells the input's entries apart in the digest; field is the
+	// field of rollout.Observed.
+	kind  byte
+	field string
+	// observed adds to d, under kind, what the pass observed; cached
+	// what the stores hold now.
+	observed func(d *inputDigest, kind byte, obj *v1alpha1.OpenMedModel, o *rollout.Observed)
+	cached   func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel)
+}{
+	{kind: 'd', field: "Deployment",
+		observed: func(d *inputDigest, kind byte, obj *v1alpha1.OpenMedModel, o *rollout.Observed) {
+			desired, _ := rollout.TargetNames(obj)
+			version := ""
+			if o.Deployment != nil {
+				version = o.Deployment.ResourceVersion
+			}
+			d.add(kind, desired, version)
+		},
+		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
+			desired, _ := rollout.TargetNames(obj)
+			version, _ := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
+			d.add(kind, desired, version)
+		}},
+	{kind: 'p', field: "PreviousTargets",
+		observed: func(d *inputDigest, kind byte, obj *v1alpha1.OpenMedModel, o *rollout.Observed) {
+			_, previous := rollout.TargetNames(obj)
+			for _, name := range previous {
+				version := ""
+				for _, t := range o.PreviousTargets {
+					if t.Name == name {
+						version = t.ResourceVersion
+					}
+				}
+				d.add(kind, name, version)
+			}
+		},
+		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
+			_, previous := rollout.TargetNames(obj)
+			for _, name := range previous {
+				version, _ := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: name})
+				d.add(kind, name, version)
+			}
+		}},
+	{kind: 'c', field: "ConfigMaps",
+		observed: func(d *inputDigest, kind byte, _ *v1alpha1.OpenMedModel, o *rollout.Observed) {
+			for i := range o.ConfigMaps {
+				d.add(kind, o.ConfigMaps[i].Name, o.ConfigMaps[i].ResourceVersion)
+			}
+		},
+		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
+			if obj.UID != "" {
+				for _, cm := range r.configMaps.versions(obj.Namespace, obj.UID) {
+					d.add(kind, cm.name, cm.version)
+				}
+			}
+		}},
+	{kind: 'b', field: "Pods",
+		observed: func(d *inputDigest, kind byte, _ *v1alpha1.OpenMedModel, o *rollout.Observed) {
+			for i := range o.Pods {
+				d.add(kind, o.Pods[i].Name, o.Pods[i].ResourceVersion)
+			}
+		},
+		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
+			// observe reads them for a model that bakes, on a target it has.
+			if r.hasTarget(obj) && bakes(obj) {
+				for _, p := range r.pods.byOwner.get(rollout.OwnerKey(obj)) {
+					d.add(kind, p.GetName(), p.version())
+				}
+			}
+		}},
+	{kind: 'q', field: "PendingPods",
+		observed: func(d *inputDigest, kind byte, _ *v1alpha1.OpenMedModel, o *rollout.Observed) {
+			for i := range o.PendingPods {
+				d.add(kind, o.PendingPods[i].Name, o.PendingPods[i].ResourceVersion)
+			}
+		},
+		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
+			if r.hasTarget(obj) {
+				for _, p := range r.pending.byOwner.get(rollout.OwnerKey(obj)) {
+					d.add(kind, p.GetName(), p.version())
+				}
+			}
+		}},
+}
+
+// observedFields are the fields of rollout.Observed that are no input of
+// the digest, each with why a backstop pass may skip deciding without it.
+var observedFields = map[string]string{
+	"ReplicaSets":       "derived from Pods and PendingPods (their controllers' UIDs), whose resourceVersions the digest holds; a pass that read a ReplicaSet leaves no digest",
+	"ConfigMapContents": "read around the caches: a pass that reads a ConfigMap leaves no digest",
+	"WrittenConfigMaps": "changes with a write of this process only, after which no pass leaves a digest",
+	"PodsRead":          "a pass that read pods from the API server leaves no digest",
+	"PodsHidden":        "derived from the target's pod template, whose resourceVersion the digest holds",
+	"NotReadyNodes":     "read around the caches: a pass that read a node leaves no digest",
+	"Now":               "the time: the digest keeps the earliest judgment's timer instead",
+	"Failure":           "a failed pass leaves no digest",
+}
+
+// modelInput is the kind of the model's own entry in the digest.
+const modelInput = 'm'
 
 // observedInputs digests what a pass read: obj as it started, and what it
 // observed from the caches.
 func observedInputs(obj *v1alpha1.OpenMedModel, o *rollout.Observed) uint64 {
 	var d inputDigest
-	d.add(inputModel, obj.Name, obj.ResourceVersion)
-	desired, previous := rollout.TargetNames(obj)
-	version := ""
-	if o.Deployment != nil {
-		version = o.Deployment.ResourceVersion
-	}
-	d.add(inputTarget, desired, version)
-	for _, name := range previous {
-		version := ""
-		for _, t := range o.PreviousTargets {
-			if t.Name == name {
-				version = t.ResourceVersion
-			}
-		}
-		d.add(inputPrevious, name, version)
-	}
-	for i := range o.ConfigMaps {
-		d.add(inputConfigMap, o.ConfigMaps[i].Name, o.ConfigMaps[i].ResourceVersion)
-	}
-	for i := range o.Pods {
-		d.add(inputBakePod, o.Pods[i].Name, o.Pods[i].ResourceVersion)
-	}
-	for i := range o.PendingPods {
-		d.add(inputPendingPod, o.PendingPods[i].Name, o.PendingPods[i].ResourceVersion)
+	d.add(modelInput, obj.Name, obj.ResourceVersion)
+	for _, in := range passInputs {
+		in.observed(&d, in.kind, obj, o)
 	}
 	return d.value()
 }
@@ -142,31 +220,19 @@ func observedInputs(obj *v1alpha1.OpenMedModel, o *rollout.Observed) uint64 {
 // as observe reads it, without building the objects.
 func (r *OpenMedModelReconciler) cachedInputs(obj *v1alpha1.OpenMedModel) uint64 {
 	var d inputDigest
-	d.add(inputModel, obj.Name, obj.ResourceVersion)
-	desired, previous := rollout.TargetNames(obj)
-	version, present := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
-	d.add(inputTarget, desired, version)
-	for _, name := range previous {
-		version, _ := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: name})
-		d.add(inputPrevious, name, version)
-	}
-	if obj.UID != "" {
-		for _, cm := range r.configMaps.versions(obj.Namespace, obj.UID) {
-			d.add(inputConfigMap, cm.name, cm.version)
-		}
-	}
-	owner := rollout.OwnerKey(obj)
-	if present && bakes(obj) {
-		for _, p := range r.pods.byOwner.get(owner) {
-			d.add(inputBakePod, p.GetName(), p.version())
-		}
-	}
-	if present {
-		for _, p := range r.pending.byOwner.get(owner) {
-			d.add(inputPendingPod, p.GetName(), p.version())
-		}
+	d.add(modelInput, obj.Name, obj.ResourceVersion)
+	for _, in := range passInputs {
+		in.cached(&d, in.kind, r, obj)
 	}
 	return d.value()
+}
+
+// hasTarget reports whether the Deployment store holds obj's desired
+// target: observe reads the pods only then.
+func (r *OpenMedModelReconciler) hasTarget(obj *v1alpha1.OpenMedModel) bool {
+	desired, _ := rollout.TargetNames(obj)
+	_, present := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
+	return present
 }
 
 // quietAfter is what a pass that ended as p did leaves for the next
@@ -226,5 +292,5 @@ func bakes(obj *v1alpha1.OpenMedModel) bool {
 // readsNode reports whether a pass reads the node of pod from the API
 // server (notReadyNodes): it is scheduled, not going away and not Ready.
 func readsNode(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && !podReady(pod)
+	return pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil && !rollout.PodReady(pod)
 }

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"reflect"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -72,5 +73,61 @@ func TestObservedInputsDigest(t *testing.T) {
 				t.Errorf("digest %x, unchanged %x: same %v, want %v", got, base, got == base, tc.same)
 			}
 		})
+	}
+}
+
+// TestObservedFieldsAreInputs holds the digest's one list of inputs to
+// rollout.Observed: every field is either an input (passInputs), and a
+// change of what it holds changes the digest, or named in observedFields
+// with why a backstop pass may skip deciding without it. A field added to
+// Observed and to neither fails here, before a backstop pass can skip a
+// decision that reads it.
+func TestObservedFieldsAreInputs(t *testing.T) {
+	inputs := map[string]bool{}
+	for _, in := range passInputs {
+		if inputs[in.field] {
+			t.Errorf("%s is an input twice", in.field)
+		}
+		inputs[in.field] = true
+		if _, ok := observedFields[in.field]; ok {
+			t.Errorf("%s is an input and in observedFields", in.field)
+		}
+	}
+	typ := reflect.TypeOf(rollout.Observed{})
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if _, ok := observedFields[name]; !ok && !inputs[name] {
+			t.Errorf("field %s of rollout.Observed is neither an input of the digest (passInputs) nor in observedFields", name)
+		}
+	}
+	for name := range observedFields {
+		if _, ok := typ.FieldByName(name); !ok {
+			t.Errorf("observedFields names %s, which rollout.Observed does not have", name)
+		}
+	}
+	// Each input's change moves the digest.
+	model := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc", ResourceVersion: "10"}}
+	model.Spec.TargetRef = &v1alpha1.TargetReference{Name: "svc"}
+	model.Status.ClaimedTargets = []string{"old", "svc"}
+	meta := func(name, rv string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv} }
+	with := map[string]func(o *rollout.Observed, rv string){
+		"Deployment":      func(o *rollout.Observed, rv string) { o.Deployment = &appsv1.Deployment{ObjectMeta: meta("svc", rv)} },
+		"PreviousTargets": func(o *rollout.Observed, rv string) { o.PreviousTargets = []*appsv1.Deployment{{ObjectMeta: meta("old", rv)}} },
+		"ConfigMaps":      func(o *rollout.Observed, rv string) { o.ConfigMaps = []corev1.ConfigMap{{ObjectMeta: meta("svc-a", rv)}} },
+		"Pods":            func(o *rollout.Observed, rv string) { o.Pods = []corev1.Pod{{ObjectMeta: meta("svc-1", rv)}} },
+		"PendingPods":     func(o *rollout.Observed, rv string) { o.PendingPods = []corev1.Pod{{ObjectMeta: meta("svc-2", rv)}} },
+	}
+	for name := range inputs {
+		set, ok := with[name]
+		if !ok {
+			t.Errorf("no change of the input %s is tried here", name)
+			continue
+		}
+		var a, b rollout.Observed
+		set(&a, "1")
+		set(&b, "2")
+		if observedInputs(model, &a) == observedInputs(model, &b) {
+			t.Errorf("a change of %s leaves the digest as it was", name)
+		}
 	}
 }

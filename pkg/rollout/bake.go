@@ -400,6 +400,12 @@ func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict 
 	return out
 }
 
+// PodReady reports whether the pod's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
 // readyCondition is the pod's Ready condition, or nil.
 func readyCondition(p *corev1.Pod) *corev1.PodCondition {
 	for i := range p.Status.Conditions {

@@ -1,28 +1,11 @@
 package rollout
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
-
-// ImpersonatorRole is the install bundle's ClusterRole that grants
-// impersonation of ServiceAccounts and nothing else, and the name of the
-// RoleBinding that binds it to the operator's ServiceAccount in a tenant
-// namespace (examples/tenancy/impersonator-binding.yaml). The bundle binds
-// it nowhere, so the operator impersonates only in the namespaces that
-// have the binding. A test keeps the bundle and the example in step with
-// this name.
-const ImpersonatorRole = "openmed-impersonator"
-
-// ImpersonationDenied is the detail of a write whose impersonation the API
-// server refused in namespace (MsgImpersonationDenied).
-func ImpersonationDenied(namespace string) string {
-	return fmt.Sprintf(MsgImpersonationDenied, namespace)
-}
 
 // Fixed condition and event messages. They are part of the API (users and
 // health checks read them) and never carry user data.

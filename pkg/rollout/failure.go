@@ -138,14 +138,3 @@ var deniedWrite = map[Step]string{
 	StepPrune:    "deletion of a superseded manifest ConfigMap",
 	StepInternal: "write",
 }
-
-// WritesAs is the ServiceAccount, of obj's namespace, whose identity the
-// operator's writes for obj are made with: spec.serviceAccountName, else
-// defaultServiceAccount (the operator's --default-service-account); empty
-// when the operator writes with its own rights.
-func WritesAs(obj *v1alpha1.OpenMedModel, defaultServiceAccount string) string {
-	if obj.Spec.ServiceAccountName != "" {
-		return obj.Spec.ServiceAccountName
-	}
-	return defaultServiceAccount
-}

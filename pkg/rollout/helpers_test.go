@@ -416,7 +416,7 @@ func (c *cluster) passWith(writeStatus bool) (Plan, error) {
 	c.t.Helper()
 	ctx := context.Background()
 	c.refresh()
-	if c.obj.DeletionTimestamp == nil && !contains(c.obj.Finalizers, v1alpha1.Finalizer) {
+	if c.obj.DeletionTimestamp == nil && !slices.Contains(c.obj.Finalizers, v1alpha1.Finalizer) {
 		base := c.obj.DeepCopy()
 		c.obj.Finalizers = append(c.obj.Finalizers, v1alpha1.Finalizer)
 		if err := env.Client.Patch(ctx, c.obj, client.MergeFrom(base)); err != nil {
@@ -431,7 +431,7 @@ func (c *cluster) passWith(writeStatus bool) (Plan, error) {
 		st := *c.obj.Status.DeepCopy()
 		st.ClaimedTargets = ClaimedTargets(&st)
 		for _, name := range plan.ClaimTargets {
-			if !contains(st.ClaimedTargets, name) {
+			if !slices.Contains(st.ClaimedTargets, name) {
 				st.ClaimedTargets = append(st.ClaimedTargets, name)
 			}
 		}

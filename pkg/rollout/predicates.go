@@ -35,16 +35,6 @@ func RolloutComplete(d *appsv1.Deployment) bool {
 // moment (until an old pod is gone) is no failure.
 const ReplicaFailureGrace = time.Minute
 
-// DeploymentFailed reports a rollout the Deployment controller gave up on
-// for the current generation: Progressing is False with
-// ProgressDeadlineExceeded, or ReplicaFailure is True. A condition written
-// for an older generation never counts. The decision core judges a
-// ReplicaFailure further (decider.deploymentFailed): only when it is the
-// model's rollout's and has lasted ReplicaFailureGrace.
-func DeploymentFailed(d *appsv1.Deployment) bool {
-	return deadlineCondition(d) != nil || replicaFailureCondition(d) != nil
-}
-
 // deadlineCondition is the Deployment's Progressing=False condition with
 // ProgressDeadlineExceeded for its current generation, or nil.
 func deadlineCondition(d *appsv1.Deployment) *appsv1.DeploymentCondition {

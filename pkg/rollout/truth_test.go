@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,7 +140,7 @@ func TestStatusNeverLies(t *testing.T) {
 		c.now = clock.Add(time.Minute)
 		c.annotate(v1alpha1.ResetRequestAnnotation, "retry-1")
 		p := c.pass()
-		if p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.RetryStartedAt == nil || containsString(eventReasons(p.Events), v1alpha1.RolloutFailedReason) {
+		if p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.RetryStartedAt == nil || slices.Contains(eventReasons(p.Events), v1alpha1.RolloutFailedReason) {
 			t.Fatalf("reset: %s %v events %v", p.Status.Phase, condSummary(p.Status), eventReasons(p.Events))
 		}
 		// The Deployment's old failure predates the retry: still rolling.
@@ -272,7 +273,6 @@ func TestManifestNameTakenIsReported(t *testing.T) {
 	}
 }
 
-func containsString(list []string, s string) bool { return contains(list, s) }
 
 // TestReviewFindings has one case per finding of the line-by-line review
 // of the pass (issue "Scaling is not failing", item 4), each failing before
@@ -299,7 +299,7 @@ func TestReviewFindings(t *testing.T) {
 			t.Fatalf("scaling: %v", condSummary(p.Status))
 		}
 		c.markReady()
-		if p := c.pass(); !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") || containsString(eventReasons(p.Events), v1alpha1.RolloutSucceededReason) {
+		if p := c.pass(); !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionTrue, "") || slices.Contains(eventReasons(p.Events), v1alpha1.RolloutSucceededReason) {
 			t.Fatalf("scaled: %v events %v", condSummary(p.Status), eventReasons(p.Events))
 		}
 	})
@@ -393,7 +393,7 @@ func TestReviewFindings(t *testing.T) {
 		c.markFailed() // the controller reports the failed template again
 		c.now = clock.Add(2 * time.Minute)
 		p := c.pass()
-		if p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.LastHandledResetAt != "retry-1" || containsString(eventReasons(p.Events), v1alpha1.RolloutFailedReason) {
+		if p.Status.Phase != v1alpha1.PhaseRollingOut || p.Status.LastHandledResetAt != "retry-1" || slices.Contains(eventReasons(p.Events), v1alpha1.RolloutFailedReason) {
 			t.Fatalf("the unblocked pass: %s %v events %v", p.Status.Phase, condSummary(p.Status), eventReasons(p.Events))
 		}
 	})
