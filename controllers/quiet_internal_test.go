@@ -109,13 +109,19 @@ func TestObservedFieldsAreInputs(t *testing.T) {
 	model := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc", ResourceVersion: "10"}}
 	model.Spec.TargetRef = &v1alpha1.TargetReference{Name: "svc"}
 	model.Status.ClaimedTargets = []string{"old", "svc"}
-	meta := func(name, rv string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv} }
+	meta := func(name, rv string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "ns", Name: name, ResourceVersion: rv}
+	}
 	with := map[string]func(o *rollout.Observed, rv string){
-		"Deployment":      func(o *rollout.Observed, rv string) { o.Deployment = &appsv1.Deployment{ObjectMeta: meta("svc", rv)} },
-		"PreviousTargets": func(o *rollout.Observed, rv string) { o.PreviousTargets = []*appsv1.Deployment{{ObjectMeta: meta("old", rv)}} },
-		"ConfigMaps":      func(o *rollout.Observed, rv string) { o.ConfigMaps = []corev1.ConfigMap{{ObjectMeta: meta("svc-a", rv)}} },
-		"Pods":            func(o *rollout.Observed, rv string) { o.Pods = []corev1.Pod{{ObjectMeta: meta("svc-1", rv)}} },
-		"PendingPods":     func(o *rollout.Observed, rv string) { o.PendingPods = []corev1.Pod{{ObjectMeta: meta("svc-2", rv)}} },
+		"Deployment": func(o *rollout.Observed, rv string) { o.Deployment = &appsv1.Deployment{ObjectMeta: meta("svc", rv)} },
+		"PreviousTargets": func(o *rollout.Observed, rv string) {
+			o.PreviousTargets = []*appsv1.Deployment{{ObjectMeta: meta("old", rv)}}
+		},
+		"ConfigMaps": func(o *rollout.Observed, rv string) {
+			o.ConfigMaps = []corev1.ConfigMap{{ObjectMeta: meta("svc-a", rv)}}
+		},
+		"Pods":        func(o *rollout.Observed, rv string) { o.Pods = []corev1.Pod{{ObjectMeta: meta("svc-1", rv)}} },
+		"PendingPods": func(o *rollout.Observed, rv string) { o.PendingPods = []corev1.Pod{{ObjectMeta: meta("svc-2", rv)}} },
 	}
 	for name := range inputs {
 		set, ok := with[name]

@@ -273,7 +273,6 @@ func TestManifestNameTakenIsReported(t *testing.T) {
 	}
 }
 
-
 // TestReviewFindings has one case per finding of the line-by-line review
 // of the pass (issue "Scaling is not failing", item 4), each failing before
 // its fix. The ones whose cause is the API server (cache lag, lost answers,
