@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -17,12 +16,13 @@ const (
 	RetryMaxDelay  = 10 * time.Second
 )
 
-// backoff counts the consecutive failed passes of each resource.
+// backoff counts the consecutive failed passes of each model, in the
+// part of the model's record slot picks.
 type backoff struct {
-	mu    sync.Mutex
-	items map[types.NamespacedName]backoffItem
-	base  time.Duration
-	max   time.Duration
+	mem  *memory
+	slot func(*modelRecord) **backoffItem
+	base time.Duration
+	max  time.Duration
 }
 
 type backoffItem struct {
@@ -32,37 +32,35 @@ type backoffItem struct {
 	version string
 }
 
-func newBackoff(base, max time.Duration) *backoff {
+func newBackoff(mem *memory, slot func(*modelRecord) **backoffItem, base, max time.Duration) *backoff {
 	if base <= 0 {
 		base = RetryBaseDelay
 	}
 	if max <= 0 {
 		max = RetryMaxDelay
 	}
-	return &backoff{items: map[types.NamespacedName]backoffItem{}, base: base, max: max}
+	return &backoff{mem: mem, slot: slot, base: base, max: max}
 }
 
 // next records a failure of key at version and returns the delay before the
 // next pass.
 func (b *backoff) next(key types.NamespacedName, version string) time.Duration {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	item := b.items[key]
-	if item.version != version {
-		item = backoffItem{version: version}
-	}
-	d := b.base << min(item.failures, 16)
-	if d > b.max || d <= 0 {
-		d = b.max
-	}
-	item.failures++
-	b.items[key] = item
+	var d time.Duration
+	b.mem.update(key, func(m *modelRecord) {
+		item := b.slot(m)
+		if *item == nil || (*item).version != version {
+			*item = &backoffItem{version: version}
+		}
+		d = b.base << min((*item).failures, 16)
+		if d > b.max || d <= 0 {
+			d = b.max
+		}
+		(*item).failures++
+	})
 	return d - time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
-// forget resets key after a pass that succeeded or a resource that is gone.
-func (b *backoff) forget(key types.NamespacedName) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.items, key)
+// reset forgets the failures of key after a pass that succeeded.
+func (b *backoff) reset(key types.NamespacedName) {
+	b.mem.read(key, func(m *modelRecord) { *b.slot(m) = nil })
 }

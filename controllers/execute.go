@@ -80,7 +80,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		// What it holds is what the plan wrote (or the read of the one
 		// that existed found): recorded with the next status write.
 		r.written.add(p.key, v1alpha1.VerifiedConfigMap{Name: cm.Name, UID: uid, ManifestHash: rollout.ManifestConfigMapHash(cm)})
-		if r.cachesConfigMap(cm.Labels) {
+		if r.stores.SelectsConfigMap(cm.Labels) {
 			// The cache will show it (the create, or a relabel of the
 			// model's own ConfigMap, leaves cm's labels on the shard
 			// keys): the next pass waits for it rather than creating
@@ -100,7 +100,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		}
 	}
 	if dep := p.observed.Deployment; dep != nil && (plan.ReleaseReplicas || plan.Takeover != nil || plan.ApplyDeployment != nil) {
-		w := r.targetLag.trackSelected(keyOf(dep), dep.UID, dep.ResourceVersion, dep.Generation, dep.Labels, r.cachesDeployment)
+		w := r.targetLag.trackSelected(keyOf(dep), dep.UID, dep.ResourceVersion, dep.Generation, dep.Labels, r.stores.SelectsDeployment)
 		defer w.done()
 		// Claiming an unclaimed target is conditional on the version we
 		// saw: of two resources racing for it, the second write fails with
@@ -158,7 +158,7 @@ func (r *OpenMedModelReconciler) execute(ctx context.Context, p *pass) outcome {
 		if rel.release == nil || rel.dep == nil {
 			continue
 		}
-		w := r.targetLag.trackSelected(keyOf(rel.dep), rel.dep.UID, rel.release.ResourceVersion, rel.dep.Generation, rel.dep.Labels, r.cachesDeployment)
+		w := r.targetLag.trackSelected(keyOf(rel.dep), rel.dep.UID, rel.release.ResourceVersion, rel.dep.Generation, rel.dep.Labels, r.stores.SelectsDeployment)
 		answers, err := target.Release(wctx, r.Writer, rel.release.Keep, r.FieldManager, rel.release.ResourceVersion, v1alpha1.ModelResourceAnnotation)
 		for _, a := range answers {
 			w.movedTo(a)

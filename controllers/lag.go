@@ -35,8 +35,9 @@ import (
 // outside a label-selected cache (a release, a claim that met a conflict)
 // ends at the next pass that misses the object (expecting).
 type cacheLag struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName]*lagRecord
+	// at runs f on the record of key (nil: none; f may set or clear it),
+	// under a lock; a record is made only where create is true.
+	at func(key types.NamespacedName, create bool, f func(rec **lagRecord))
 }
 
 // lagExpiry bounds how long a pass waits for the cache to show a write.
@@ -60,8 +61,35 @@ type lagRecord struct {
 	inCache bool
 }
 
+// newCacheLag is a cacheLag of its own objects (the targets: a record per
+// Deployment).
 func newCacheLag() *cacheLag {
-	return &cacheLag{seen: map[types.NamespacedName]*lagRecord{}}
+	var mu sync.Mutex
+	seen := map[types.NamespacedName]*lagRecord{}
+	return &cacheLag{at: func(key types.NamespacedName, _ bool, f func(**lagRecord)) {
+		mu.Lock()
+		defer mu.Unlock()
+		rec := seen[key]
+		f(&rec)
+		if rec == nil {
+			delete(seen, key)
+		} else {
+			seen[key] = rec
+		}
+	}}
+}
+
+// modelCacheLag is the cacheLag of the models' own status writes, kept
+// in their records.
+func modelCacheLag(mem *memory) *cacheLag {
+	return &cacheLag{at: func(key types.NamespacedName, create bool, f func(**lagRecord)) {
+		run := func(m *modelRecord) { f(&m.lag) }
+		if create {
+			mem.update(key, run)
+		} else {
+			mem.read(key, run)
+		}
+	}}
 }
 
 // wrote records that the object key (uid) moved on from the versions in
@@ -73,24 +101,24 @@ func (l *cacheLag) wrote(key types.NamespacedName, uid types.UID, generation int
 // wroteSelected is wrote saying whether the cache selects the version the
 // write left (see lagRecord.inCache).
 func (l *cacheLag) wroteSelected(key types.NamespacedName, uid types.UID, generation int64, inCache bool, old ...string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec := l.seen[key]
-	if rec == nil || rec.uid != uid {
-		rec = &lagRecord{uid: uid}
-	}
-	rec.since = time.Now()
-	for _, rv := range old {
-		if rv != "" && !slices.Contains(rec.versions, rv) {
-			rec.versions = append(rec.versions, rv)
+	l.at(key, true, func(p **lagRecord) {
+		rec := *p
+		if rec == nil || rec.uid != uid {
+			rec = &lagRecord{uid: uid}
 		}
-	}
-	rec.generation = max(rec.generation, generation)
-	rec.inCache = inCache
-	if len(rec.versions) == 0 && rec.generation == 0 {
-		return
-	}
-	l.seen[key] = rec
+		rec.since = time.Now()
+		for _, rv := range old {
+			if rv != "" && !slices.Contains(rec.versions, rv) {
+				rec.versions = append(rec.versions, rv)
+			}
+		}
+		rec.generation = max(rec.generation, generation)
+		rec.inCache = inCache
+		if len(rec.versions) == 0 && rec.generation == 0 {
+			return
+		}
+		*p = rec
+	})
 }
 
 // behind reports whether the cached object key (uid, resourceVersion rv,
@@ -98,25 +126,27 @@ func (l *cacheLag) wroteSelected(key types.NamespacedName, uid types.UID, genera
 // record is dropped. Another object of the same name (a new uid) never
 // waits for a write to the old one.
 func (l *cacheLag) behind(key types.NamespacedName, uid types.UID, rv string, generation int64) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec := l.seen[key]
-	if rec == nil {
-		return false
-	}
-	if rec.uid == uid && (slices.Contains(rec.versions, rv) || generation < rec.generation) && time.Since(rec.since) < lagExpiry {
-		return true
-	}
-	delete(l.seen, key)
-	return false
+	behind := false
+	l.at(key, false, func(p **lagRecord) {
+		rec := *p
+		if rec == nil {
+			return
+		}
+		if rec.uid == uid && (slices.Contains(rec.versions, rv) || generation < rec.generation) && time.Since(rec.since) < lagExpiry {
+			behind = true
+			return
+		}
+		*p = nil
+	})
+	return behind
 }
 
 // waiting reports whether a record exists for key: its next watch event is
 // the one a pass waits for.
 func (l *cacheLag) waiting(key types.NamespacedName) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.seen[key] != nil
+	waiting := false
+	l.at(key, false, func(p **lagRecord) { waiting = *p != nil })
+	return waiting
 }
 
 // expecting reports whether the operator's last write to key left a
@@ -126,21 +156,16 @@ func (l *cacheLag) waiting(key types.NamespacedName) bool {
 // release, a claim that met a conflict) is dropped: no event will end it,
 // and the caller reads the object instead.
 func (l *cacheLag) expecting(key types.NamespacedName) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	rec := l.seen[key]
-	if rec != nil && (!rec.inCache || time.Since(rec.since) >= lagExpiry) {
-		delete(l.seen, key)
-		return false
-	}
-	return rec != nil
-}
-
-// forget drops the record of key.
-func (l *cacheLag) forget(key types.NamespacedName) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.seen, key)
+	expecting := false
+	l.at(key, false, func(p **lagRecord) {
+		rec := *p
+		if rec != nil && (!rec.inCache || time.Since(rec.since) >= lagExpiry) {
+			*p = nil
+			return
+		}
+		expecting = rec != nil
+	})
+	return expecting
 }
 
 // lagWrites follows the writes of one pass to one object, in order, and
@@ -220,10 +245,7 @@ func (w *lagWrites) done() {
 // model's own ConfigMap from a foreign one. A record ends when the cache
 // shows the ConfigMap, or after lagExpiry (a ConfigMap deleted as soon as
 // it was created is then created again).
-type manifestLag struct {
-	mu   sync.Mutex
-	seen map[types.NamespacedName][]createdManifest
-}
+type manifestLag struct{ mem *memory }
 
 type createdManifest struct {
 	uid   types.UID // the model's
@@ -231,43 +253,28 @@ type createdManifest struct {
 	since time.Time
 }
 
-func newManifestLag() *manifestLag {
-	return &manifestLag{seen: map[types.NamespacedName][]createdManifest{}}
-}
-
 // created records that the ConfigMap name of model (uid) was written.
-func (l *manifestLag) created(model types.NamespacedName, uid types.UID, name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	recs := slices.DeleteFunc(l.seen[model], func(c createdManifest) bool { return c.name == name || c.uid != uid })
-	l.seen[model] = append(recs, createdManifest{uid: uid, name: name, since: time.Now()})
+func (l manifestLag) created(model types.NamespacedName, uid types.UID, name string) {
+	l.mem.update(model, func(m *modelRecord) {
+		m.created = append(slices.DeleteFunc(m.created, func(c createdManifest) bool { return c.name == name || c.uid != uid }),
+			createdManifest{uid: uid, name: name, since: time.Now()})
+	})
 }
 
 // missing reports whether a ConfigMap recorded for model (uid) is not among
 // cached: the cache has not caught up with the create. Records of the
 // ConfigMaps cached, of another uid or past lagExpiry are dropped.
-func (l *manifestLag) missing(model types.NamespacedName, uid types.UID, cached []corev1.ConfigMap) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	recs, ok := l.seen[model]
-	if !ok {
-		return false
-	}
-	recs = slices.DeleteFunc(recs, func(c createdManifest) bool {
-		return c.uid != uid || time.Since(c.since) >= lagExpiry ||
-			slices.ContainsFunc(cached, func(cm corev1.ConfigMap) bool { return cm.Name == c.name })
+func (l manifestLag) missing(model types.NamespacedName, uid types.UID, cached []corev1.ConfigMap) bool {
+	missing := false
+	l.mem.read(model, func(m *modelRecord) {
+		m.created = slices.DeleteFunc(m.created, func(c createdManifest) bool {
+			return c.uid != uid || time.Since(c.since) >= lagExpiry ||
+				slices.ContainsFunc(cached, func(cm corev1.ConfigMap) bool { return cm.Name == c.name })
+		})
+		if len(m.created) == 0 {
+			m.created = nil
+		}
+		missing = len(m.created) > 0
 	})
-	if len(recs) == 0 {
-		delete(l.seen, model)
-		return false
-	}
-	l.seen[model] = recs
-	return true
-}
-
-// forget drops the records of model.
-func (l *manifestLag) forget(model types.NamespacedName) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.seen, model)
+	return missing
 }

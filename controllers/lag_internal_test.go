@@ -32,23 +32,27 @@ func TestCacheLagExpectsOnlyWhatTheCacheSelects(t *testing.T) {
 		{"a finished release", claimed, []target.Written{{ResourceVersion: "2", Generation: 2, Labels: claimed}, {ResourceVersion: "3", Generation: 3}}, false},
 		{"a release stopped after its first request", claimed, []target.Written{{ResourceVersion: "2", Generation: 2, Labels: claimed}}, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			lag := newCacheLag()
-			w := lag.trackSelected(key, "uid", "1", 1, tc.read, selects)
-			for _, a := range tc.answers {
-				w.movedTo(a)
-			}
-			if tc.answers == nil {
-				w.conflicted()
-			}
-			w.done()
-			if got := lag.expecting(key); got != tc.want {
-				t.Errorf("expecting = %t, want %t", got, tc.want)
-			}
-			if !tc.want && lag.waiting(key) {
-				t.Error("the record stayed")
-			}
-		})
+		// The targets' records are the cacheLag's own, the models' are
+		// in their memory records: the two behave the same.
+		for kind, lag := range map[string]func() *cacheLag{"target": newCacheLag, "model": func() *cacheLag { return modelCacheLag(newMemory()) }} {
+			t.Run(tc.name+"/"+kind, func(t *testing.T) {
+				lag := lag()
+				w := lag.trackSelected(key, "uid", "1", 1, tc.read, selects)
+				for _, a := range tc.answers {
+					w.movedTo(a)
+				}
+				if tc.answers == nil {
+					w.conflicted()
+				}
+				w.done()
+				if got := lag.expecting(key); got != tc.want {
+					t.Errorf("expecting = %t, want %t", got, tc.want)
+				}
+				if !tc.want && lag.waiting(key) {
+					t.Error("the record stayed")
+				}
+			})
+		}
 	}
 }
 
@@ -71,10 +75,11 @@ func TestManifestLagWaitsForTheCreatedConfigMap(t *testing.T) {
 		{"past lagExpiry", "uid", nil, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			lag := newManifestLag()
+			mem := newMemory()
+			lag := manifestLag{mem}
 			lag.created(model, "uid", "openmed-new")
 			if tc.expired {
-				lag.seen[model][0].since = time.Now().Add(-lagExpiry)
+				mem.models[model].created[0].since = time.Now().Add(-lagExpiry)
 			}
 			var cached []corev1.ConfigMap
 			for _, name := range tc.cached {
@@ -83,8 +88,8 @@ func TestManifestLagWaitsForTheCreatedConfigMap(t *testing.T) {
 			if got := lag.missing(model, tc.uid, cached); got != tc.want {
 				t.Errorf("missing = %t, want %t", got, tc.want)
 			}
-			if !tc.want && len(lag.seen) != 0 {
-				t.Errorf("records left: %v", lag.seen)
+			if left := mem.models[model].created; !tc.want && len(left) != 0 {
+				t.Errorf("records left: %v", left)
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -19,7 +21,13 @@ import (
 // first status they give the same document.
 func TestStatusMergePatchAgreesWithJSONPatch(t *testing.T) {
 	var model v1alpha1.OpenMedModel
-	decodeCaptured(t, "model.json", &model)
+	raw, err := os.ReadFile(filepath.Join("internal", "store", "testdata", "memory", "model.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &model); err != nil {
+		t.Fatal(err)
+	}
 	ready := model.Status
 	later := metav1.NewTime(time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC))
 	edit := func(f func(s *v1alpha1.OpenMedModelStatus)) v1alpha1.OpenMedModelStatus {

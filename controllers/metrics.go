@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/openmed/openmed-operator/controllers/internal/store"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
@@ -290,9 +291,9 @@ func (c *modelInfo) set(key modelKey, s modelState) (added bool) {
 		return false
 	}
 	if !ok {
-		key.namespace = intern(key.namespace)
+		key.namespace = store.Intern(key.namespace)
 	}
-	s.version, s.phase, s.ready, s.reason = intern(s.version), intern(s.phase), intern(s.ready), intern(s.reason)
+	s.version, s.phase, s.ready, s.reason = store.Intern(s.version), store.Intern(s.phase), store.Intern(s.ready), store.Intern(s.reason)
 	c.models[key] = s
 	return !ok
 }

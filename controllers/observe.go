@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/controllers/internal/store"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
@@ -39,7 +40,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 	observed := rollout.Observed{Now: metav1.NewTime(r.Clock())}
 	var read targetRead
 	if obj.UID != "" {
-		cms := r.configMaps.owned(obj.Namespace, obj.UID)
+		cms := r.stores.ConfigMaps.Owned(obj.Namespace, obj.UID)
 		// A ConfigMap this operator created for the model and the store
 		// does not show yet is waited for, before any read around the
 		// cache, not created again.
@@ -71,12 +72,12 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 		}
 	}
 	if observed.Deployment != nil && bakes(obj) {
-		observed.Pods = r.pods.pods(rollout.OwnerKey(obj))
+		observed.Pods = r.stores.BakePods.Owned(rollout.OwnerKey(obj))
 		observed.PodsHidden = r.podsHidden(observed.Deployment)
 		observed.NotReadyNodes = r.notReadyNodes(ctx, observed.Pods)
 	}
 	if observed.Deployment != nil {
-		observed.PendingPods = r.pending.pods(rollout.OwnerKey(obj))
+		observed.PendingPods = r.stores.PendingPods.Owned(rollout.OwnerKey(obj))
 	}
 	if observed.Deployment != nil {
 		observed.ReplicaSets, *readAround, err = r.targetReplicaSets(ctx, client.ObjectKeyFromObject(obj), observed.Deployment, judgedPods(observed.Pods, observed.PendingPods)...)
@@ -146,9 +147,8 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 		}
 		owner := rollout.OwnerKey(p.obj)
 		for i := range list.Items {
-			kept, _ := compactPod(&list.Items[i])
-			if b, ok := kept.(*bakePod); ok && b.owner == owner {
-				pods = append(pods, b.pod())
+			if kept, ok := store.KeptBakePod(&list.Items[i], owner); ok {
+				pods = append(pods, kept)
 			}
 		}
 	}
@@ -169,7 +169,7 @@ func (r *OpenMedModelReconciler) readBakePods(ctx context.Context, p *pass) erro
 // version's template carries them).
 func (r *OpenMedModelReconciler) podsHidden(d *appsv1.Deployment) bool {
 	l := d.Spec.Template.Labels
-	return len(r.shardLabels) > 0 && l[v1alpha1.BakeLabel] == "true" && !r.cachesPod(l)
+	return len(r.shardLabels) > 0 && l[v1alpha1.BakeLabel] == "true" && !r.stores.SelectsBakePod(l)
 }
 
 // targetSelector is the target's spec.selector: as read around the cache,
@@ -182,7 +182,7 @@ func (r *OpenMedModelReconciler) targetSelector(d *appsv1.Deployment) labels.Sel
 		}
 		return nil
 	}
-	return r.deployments.podSelector(types.NamespacedName{Namespace: d.Namespace, Name: d.Name})
+	return r.stores.Deployments.PodSelector(types.NamespacedName{Namespace: d.Namespace, Name: d.Name})
 }
 
 // unlabelledManifest reads, in a sharded operator whose pass found the
@@ -272,7 +272,7 @@ func nodeReady(n *corev1.Node) bool {
 // the operator just wrote and the cache does not show yet is waited for.
 func (r *OpenMedModelReconciler) targetDeployment(ctx context.Context, namespace, name string) (*appsv1.Deployment, targetRead, error) {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
-	if dep := r.deployments.get(key); dep != nil {
+	if dep := r.stores.Deployments.Get(key); dep != nil {
 		if r.targetLag.behind(key, dep.UID, dep.ResourceVersion, dep.Generation) {
 			return nil, targetWaiting, nil
 		}

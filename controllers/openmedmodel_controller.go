@@ -1,15 +1,17 @@
 // Package controllers holds the controller-runtime reconciler of OpenMedModel.
-// It is thin on purpose: each pass reads the cache, asks the pure core
-// (pkg/rollout.Decide) what to do, makes the changes and writes the status
-// once. Any controller-runtime manager can run it (SetupWithManager, with the
-// cache settings of CacheByObject).
+// Each pass reads the caches (observe.go), asks the pure core
+// (pkg/rollout.Decide) what to do, makes the changes (execute.go) and writes
+// the status once (status.go); pass.go names the steps. The informers of
+// other people's objects it reads are in internal/store; what it keeps of
+// each model between passes is one record (memory.go). Any
+// controller-runtime manager can run it (SetupWithManager, with the cache
+// settings of CacheByObject). docs/architecture.md draws the rooms.
 package controllers
 
 import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	runtimectrl "github.com/fluxcd/pkg/runtime/controller"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/openmed/openmed-operator/controllers/internal/store"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
@@ -106,42 +109,28 @@ type OpenMedModelReconciler struct {
 	// times a pass records are compared with the cluster's.
 	Clock func() time.Time
 
-	retries   *backoff
-	unclaimed *backoff
-	wakes     *wakes
-	quiet     *quietPasses
-	// podWatchers are the models the bake pod store wakes.
-	podWatchers *podWatchers
+	// memory is what the reconciler keeps of each model between passes,
+	// one record per model (memory.go); the helpers below are views of it.
+	memory      *memory
+	retries     *backoff
+	unclaimed   *backoff
+	wakes       wakes
+	quiet       quietPasses
+	podWatchers podWatchers
 	modelLag    *cacheLag
-	targetLag   *cacheLag
-	// manifestLag: the manifest ConfigMaps created and not cached yet.
-	manifestLag *manifestLag
-	// written: the manifest ConfigMaps created and not recorded yet.
-	written *writtenManifests
-	pods    *podStore
-	pending *podStore
-	// replicaSets are the ReplicaSets of baking versions, rsVerdicts what
-	// a read told of the others (replicasets.go).
-	replicaSets *replicaSetStore
-	rsVerdicts  *replicaSetVerdicts
-	// deployments are the claimed Deployments (deployments.go).
-	deployments *deploymentStore
-	// configMaps are the manifest ConfigMaps (configmaps.go).
-	configMaps *configMapStore
+	manifestLag manifestLag
+	written     writtenManifests
+	rsVerdicts  replicaSetVerdicts
+	// targetLag is the operator's writes to the targets the Deployment
+	// store has not shown yet, per Deployment (lag.go).
+	targetLag *cacheLag
+	// stores are the reconciler's own informers: the claimed Deployments,
+	// the manifest ConfigMaps, the pods of baking versions and waiting for
+	// a node, the ReplicaSets of baking versions (internal/store).
+	stores *store.Stores
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
-	// cachesPod reports whether the bake pod store selects a pod of these
-	// labels (bakePodSelector).
-	cachesPod func(labels map[string]string) bool
-	// cachesDeployment says whether the Deployment store selects a
-	// Deployment with these labels, cachesConfigMap whether the ConfigMap
-	// store selects a ConfigMap with these.
-	cachesDeployment, cachesConfigMap func(map[string]string) bool
-
-	mu          sync.Mutex
-	rolloutFrom map[types.NamespacedName]time.Time
-	unanswered  map[types.NamespacedName]unanswered
 }
 
 // Options configure SetupWithManager.
@@ -196,17 +185,15 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 		}
 		r.Writer = w
 	}
-	r.retries = newBackoff(r.RetryBaseDelay, r.RetryMaxDelay)
-	r.unclaimed = newBackoff(unclaimedRecheck, unclaimedRecheckMax)
-	r.wakes, r.quiet, r.podWatchers = newWakes(), newQuietPasses(), newPodWatchers()
+	r.memory = newMemory()
+	r.retries = newBackoff(r.memory, func(m *modelRecord) **backoffItem { return &m.retries }, r.RetryBaseDelay, r.RetryMaxDelay)
+	r.unclaimed = newBackoff(r.memory, func(m *modelRecord) **backoffItem { return &m.unclaimed }, unclaimedRecheck, unclaimedRecheckMax)
+	r.wakes, r.quiet, r.podWatchers = wakes{r.memory}, quietPasses{r.memory}, podWatchers{r.memory}
+	r.modelLag, r.manifestLag, r.written, r.rsVerdicts = modelCacheLag(r.memory), manifestLag{r.memory}, writtenManifests{r.memory}, replicaSetVerdicts{r.memory}
+	r.targetLag = newCacheLag()
 	r.shardLabels = ShardLabels(opts.Models)
-	deployments := shardSelector(opts.Models, v1alpha1.ClaimedLabel, "true")
-	r.cachesDeployment = func(l map[string]string) bool { return deployments.Matches(labels.Set(l)) }
-	configMaps := shardSelector(opts.Models, v1alpha1.ManagedByLabel, v1alpha1.ManagedByValue)
-	r.cachesConfigMap = func(l map[string]string) bool { return configMaps.Matches(labels.Set(l)) }
-	r.modelLag, r.targetLag, r.manifestLag, r.written = newCacheLag(), newCacheLag(), newManifestLag(), newWrittenManifests()
 
-	if err := addIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, targetIndexKey, indexModelsByTarget); err != nil {
+	if err := store.AddIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, store.TargetIndexKey, store.IndexModelsByTarget); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
 	}
 
@@ -215,60 +202,39 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	if err != nil {
 		return fmt.Errorf("store client: %w", err)
 	}
-	// The claimed Deployments, in a store of their own (see deployments.go).
-	if r.deployments, err = newDeploymentStore(watcher, opts.Namespace, deployments, r.shardLabels, r.FieldManager, r.requestsForDeployment); err != nil {
-		return fmt.Errorf("Deployment store: %w", err)
-	}
-	// The manifest ConfigMaps, in another (see configmaps.go), waking their
-	// controller model as Owns would.
-	if r.configMaps, err = newConfigMapStore(watcher, opts.Namespace, configMaps, r.shardLabels); err != nil {
-		return fmt.Errorf("ConfigMap store: %w", err)
-	}
-	// The pods of baking versions, in another (see pods.go).
-	bakePods := bakePodSelector(opts.Models)
-	r.cachesPod = func(l map[string]string) bool { return bakePods.Matches(labels.Set(l)) }
-	if r.pods, err = newBakePodStore(watcher, opts.Namespace, bakePods); err != nil {
-		return fmt.Errorf("pod store: %w", err)
-	}
-	// Their ReplicaSets, which carry the same labels (see replicasets.go).
-	if r.replicaSets, err = newReplicaSetStore(watcher, opts.Namespace, bakePods); err != nil {
-		return fmt.Errorf("ReplicaSet store: %w", err)
-	}
-	r.rsVerdicts = newReplicaSetVerdicts()
-	// The pods waiting for a node, in another (see pending.go).
-	if r.pending, err = newPendingPodStore(watcher, opts.Namespace); err != nil {
-		return fmt.Errorf("pending pod store: %w", err)
-	}
-
-	if len(r.shardLabels) > 0 {
-		cache := mgr.GetCache()
-		inShard := func(key types.NamespacedName) bool {
+	cache := mgr.GetCache()
+	r.stores, err = store.New(store.Config{
+		Client:           watcher,
+		Namespace:        opts.Namespace,
+		Models:           opts.Models,
+		FieldManager:     r.FieldManager,
+		DeploymentModels: r.requestsForDeployment,
+		InShard: func(key types.NamespacedName) bool {
 			return cache.Get(ctx, key, &v1alpha1.OpenMedModel{}, client.UnsafeDisableDeepCopy) == nil
-		}
-		r.pods.models, r.pending.models = inShard, inShard
+		},
+		PodsWatched: r.podWatchers.watched,
+		Woke:        func(kind string) { wakeCounter{r.ModelMetrics, kind}.woke() },
+	})
+	if err != nil {
+		return fmt.Errorf("stores: %w", err)
 	}
-	r.deployments.wakeCounter, r.configMaps.wakeCounter = wakeCounter{r.ModelMetrics, wakeDeployment}, wakeCounter{r.ModelMetrics, wakeConfigMap}
-	r.pods.wakeCounter, r.pending.wakeCounter = wakeCounter{r.ModelMetrics, wakeBakePod}, wakeCounter{r.ModelMetrics, wakePendingPod}
-	r.pods.watched = r.podWatchers.watched
 
 	copts := controller.Options{MaxConcurrentReconciles: opts.MaxConcurrentReconciles}
 	if opts.RateLimiter != nil {
 		copts.RateLimiter = opts.RateLimiter
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("openmedmodel").
 		For(&v1alpha1.OpenMedModel{}, builder.WithPredicates(countedPredicate(wakeCounter{r.ModelMetrics, wakeModel}, predicate.Or(
 			predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: r.awaitedUpdate},
 		)))).
-		WatchesRawSource(r.configMaps).
-		WatchesRawSource(r.deployments).
-		WatchesRawSource(r.pods).
-		WatchesRawSource(r.pending).
-		WatchesRawSource(r.replicaSets).
-		WithOptions(copts).
-		Complete(r)
+		WithOptions(copts)
+	for _, src := range r.stores.Sources() {
+		b = b.WatchesRawSource(src)
+	}
+	return b.Complete(r)
 }
 
 // awaitedUpdate lets through the status update a pass is waiting for (see
@@ -294,7 +260,7 @@ func (r *OpenMedModelReconciler) requestsForDeployment(ctx context.Context, o cl
 	// Only the models' names are read: the cache hands out its own objects
 	// instead of a deep copy of each (a wave of Deployment events would
 	// copy every model it touches).
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{targetIndexKey: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{store.TargetIndexKey: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "list OpenMedModels for Deployment", "Deployment", klogRef(o))
 		return nil
 	}

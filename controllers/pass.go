@@ -168,7 +168,7 @@ func (r *OpenMedModelReconciler) reconcile(ctx context.Context, req ctrl.Request
 			result = p.requeue(wokeUnclaimed, after)
 		}
 	} else if read == targetCached {
-		r.unclaimed.forget(p.key)
+		r.unclaimed.reset(p.key)
 	}
 	if err == nil {
 		p.quiet = quietAfter(p, read)
@@ -252,7 +252,7 @@ func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Resu
 	r.recordGotk(ctx, p.obj)
 	r.modelLag.wrote(p.key, p.obj.UID, 0, p.modelRVs...)
 	if p.observed.Failure == nil {
-		r.retries.forget(p.key)
+		r.retries.reset(p.key)
 	}
 	switch {
 	case p.plan.Requeue, p.releaseLeft:

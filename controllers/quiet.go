@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"hash/maphash"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,43 +36,21 @@ type quiet struct {
 }
 
 // quietPasses holds the quiet of each model whose last pass left one.
-type quietPasses struct {
-	mu   sync.Mutex
-	last map[types.NamespacedName]quiet
-}
-
-func newQuietPasses() *quietPasses {
-	return &quietPasses{last: map[types.NamespacedName]quiet{}}
-}
+type quietPasses struct{ mem *memory }
 
 // take returns and forgets what the last pass of key left.
-func (q *quietPasses) take(key types.NamespacedName) (quiet, bool) {
-	if q == nil {
-		return quiet{}, false
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	x, ok := q.last[key]
-	delete(q.last, key)
+func (q quietPasses) take(key types.NamespacedName) (x quiet, ok bool) {
+	q.mem.read(key, func(m *modelRecord) {
+		if m.quiet != nil {
+			x, ok = *m.quiet, true
+			m.quiet = nil
+		}
+	})
 	return x, ok
 }
 
-func (q *quietPasses) keep(key types.NamespacedName, x quiet) {
-	if q == nil {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.last[key] = x
-}
-
-func (q *quietPasses) forget(key types.NamespacedName) {
-	if q == nil {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	delete(q.last, key)
+func (q quietPasses) keep(key types.NamespacedName, x quiet) {
+	q.mem.update(key, func(m *modelRecord) { m.quiet = &x })
 }
 
 // inputSeed seeds inputDigest for the life of the process.
@@ -124,7 +101,7 @@ var passInputs = []struct {
 		},
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
 			desired, _ := rollout.TargetNames(obj)
-			version, _ := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
+			version, _ := r.stores.Deployments.Version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
 			d.add(kind, desired, version)
 		}},
 	{kind: 'p', field: "PreviousTargets",
@@ -143,7 +120,7 @@ var passInputs = []struct {
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
 			_, previous := rollout.TargetNames(obj)
 			for _, name := range previous {
-				version, _ := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: name})
+				version, _ := r.stores.Deployments.Version(types.NamespacedName{Namespace: obj.Namespace, Name: name})
 				d.add(kind, name, version)
 			}
 		}},
@@ -155,9 +132,7 @@ var passInputs = []struct {
 		},
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
 			if obj.UID != "" {
-				for _, cm := range r.configMaps.versions(obj.Namespace, obj.UID) {
-					d.add(kind, cm.name, cm.version)
-				}
+				r.stores.ConfigMaps.Versions(obj.Namespace, obj.UID, func(name, version string) { d.add(kind, name, version) })
 			}
 		}},
 	{kind: 'b', field: "Pods",
@@ -169,9 +144,7 @@ var passInputs = []struct {
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
 			// observe reads them for a model that bakes, on a target it has.
 			if r.hasTarget(obj) && bakes(obj) {
-				for _, p := range r.pods.byOwner.get(rollout.OwnerKey(obj)) {
-					d.add(kind, p.GetName(), p.version())
-				}
+				r.stores.BakePods.Versions(rollout.OwnerKey(obj), func(name, version string) { d.add(kind, name, version) })
 			}
 		}},
 	{kind: 'q', field: "PendingPods",
@@ -182,9 +155,7 @@ var passInputs = []struct {
 		},
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
 			if r.hasTarget(obj) {
-				for _, p := range r.pending.byOwner.get(rollout.OwnerKey(obj)) {
-					d.add(kind, p.GetName(), p.version())
-				}
+				r.stores.PendingPods.Versions(rollout.OwnerKey(obj), func(name, version string) { d.add(kind, name, version) })
 			}
 		}},
 }
@@ -231,7 +202,7 @@ func (r *OpenMedModelReconciler) cachedInputs(obj *v1alpha1.OpenMedModel) uint64
 // target: observe reads the pods only then.
 func (r *OpenMedModelReconciler) hasTarget(obj *v1alpha1.OpenMedModel) bool {
 	desired, _ := rollout.TargetNames(obj)
-	_, present := r.deployments.version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
+	_, present := r.stores.Deployments.Version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
 	return present
 }
 

@@ -89,41 +89,24 @@ func (r *OpenMedModelReconciler) recordGotk(ctx context.Context, obj *v1alpha1.O
 // that started it, in memory: the duration metric is an observation, not a
 // record, so a restart mid-rollout only loses one sample.
 func (r *OpenMedModelReconciler) rolloutStarted(key types.NamespacedName, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.rolloutFrom == nil {
-		r.rolloutFrom = map[types.NamespacedName]time.Time{}
-	}
-	r.rolloutFrom[key] = now
+	r.memory.update(key, func(m *modelRecord) { m.rolloutFrom = now })
 }
 
 func (r *OpenMedModelReconciler) rolloutDuration(key types.NamespacedName, now time.Time) time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	start, ok := r.rolloutFrom[key]
-	if !ok {
-		return -1
-	}
-	delete(r.rolloutFrom, key)
-	return now.Sub(start)
+	d := time.Duration(-1)
+	r.memory.read(key, func(m *modelRecord) {
+		if !m.rolloutFrom.IsZero() {
+			d = now.Sub(m.rolloutFrom)
+			m.rolloutFrom = time.Time{}
+		}
+	})
+	return d
 }
 
 // forget drops what the reconciler remembers of a resource that is gone.
 func (r *OpenMedModelReconciler) forget(key types.NamespacedName) {
 	r.ModelMetrics.deleteModel(key.Namespace, key.Name)
-	r.retries.forget(key)
-	r.unclaimed.forget(key)
-	r.wakes.forget(key)
-	r.podWatchers.forget(key)
-	r.quiet.forget(key)
-	r.modelLag.forget(key)
-	r.manifestLag.forget(key)
-	r.rsVerdicts.forget(key)
-	r.written.forget(key)
-	r.mu.Lock()
-	delete(r.rolloutFrom, key)
-	delete(r.unanswered, key)
-	r.mu.Unlock()
+	r.memory.forget(key)
 }
 
 func klogRef(o client.Object) string { return o.GetNamespace() + "/" + o.GetName() }

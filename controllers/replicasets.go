@@ -4,20 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/openmed/openmed-operator/controllers/internal/store"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
@@ -38,112 +33,10 @@ import (
 // shards, a store behind its watch) has its ReplicaSet read once, by name,
 // and the verdict is kept for the model.
 
-// keptReplicaSet is a ReplicaSet as the ReplicaSet store keeps it: its
-// identity and its controller's UID when that is a Deployment.
-type keptReplicaSet struct {
-	storedMeta
-	uid types.UID
-	// deployment is the UID of the ReplicaSet's controller when it is a
-	// Deployment of apps/v1, else "".
-	deployment types.UID
-}
-
-// deploymentAPIVersion is the apiVersion of a Deployment reference.
-var deploymentAPIVersion = appsv1.SchemeGroupVersion.String()
-
-// controllingDeployment returns the UID of the Deployment that controls
-// an object with these owner references, "" for none.
-func controllingDeployment(refs []metav1.OwnerReference) types.UID {
-	for _, ref := range refs {
-		if ref.Controller != nil && *ref.Controller {
-			if ref.Kind == "Deployment" && ref.APIVersion == deploymentAPIVersion {
-				return ref.UID
-			}
-			return ""
-		}
-	}
-	return ""
-}
-
-// keepReplicaSet is the ReplicaSet store's transform.
-func keepReplicaSet(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	k := &keptReplicaSet{uid: m.UID, deployment: controllingDeployment(m.OwnerReferences)}
-	k.Namespace, k.Name, k.ResourceVersion = intern(m.Namespace), m.Name, m.ResourceVersion
-	k.CreationTimestamp, k.DeletionTimestamp = m.CreationTimestamp, m.DeletionTimestamp
-	return k, nil
-}
-
-// replicaSetStore is an informer of the ReplicaSets its selector picks, as
-// metadata, each kept as a keptReplicaSet. As a source it wakes nothing
-// (the Deployment's and the pods' events do) but makes the controller wait
-// for its first list.
-type replicaSetStore struct {
-	informer     toolscache.SharedIndexInformer
-	registration toolscache.ResourceEventHandlerRegistration
-}
-
-const replicaSetStoreDescription = "ReplicaSets of baking versions"
-
-// newReplicaSetStore builds the store on a watching client: the ReplicaSets
-// selector picks in namespace ("" for all), as metadata.
-func newReplicaSetStore(c client.WithWatch, namespace string, selector labels.Selector) (*replicaSetStore, error) {
-	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("ReplicaSetList"))
-		return list
-	})
-	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &metav1.PartialObjectMetadata{}, toolscache.SharedIndexInformerOptions{
-		ObjectDescription: replicaSetStoreDescription,
-	})
-	if err := inf.SetTransform(keepReplicaSet); err != nil {
-		return nil, err
-	}
-	return &replicaSetStore{informer: inf}, nil
-}
-
-// get returns the kept ReplicaSet namespace/name, or nil.
-func (s *replicaSetStore) get(namespace, name string) *keptReplicaSet {
-	obj, ok, err := s.informer.GetStore().GetByKey(namespace + "/" + name)
-	if err != nil || !ok {
-		return nil
-	}
-	k, _ := obj.(*keptReplicaSet)
-	return k
-}
-
-var _ source.TypedSyncingSource[reconcile.Request] = (*replicaSetStore)(nil)
-
-// Start runs the informer until ctx ends.
-func (s *replicaSetStore) Start(ctx context.Context, _ workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	// A handler of no events: its registration says when the first list
-	// was handed over (waitForStore).
-	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{})
-	if err != nil {
-		return fmt.Errorf("watch %s: %w", replicaSetStoreDescription, err)
-	}
-	s.registration = reg
-	go s.informer.RunWithContext(ctx)
-	return nil
-}
-
-// WaitForSync waits for the first list (waitForStore).
-func (s *replicaSetStore) WaitForSync(ctx context.Context) error {
-	return waitForStore(ctx, replicaSetStoreDescription, s.informer, s.registration)
-}
-
-func (s *replicaSetStore) String() string { return replicaSetStoreDescription }
-
 // replicaSetVerdicts keeps, per model, whether the ReplicaSets read from
 // the API server (those the store did not hold) are its target's: by the
 // ReplicaSet's UID, for the target Deployment's UID.
-type replicaSetVerdicts struct {
-	mu     sync.Mutex
-	models map[types.NamespacedName]*modelReplicaSets
-}
+type replicaSetVerdicts struct{ mem *memory }
 
 // modelReplicaSets are one model's verdicts on ReplicaSets read from the
 // API server, for the target Deployment deployment; order holds their
@@ -158,22 +51,18 @@ type modelReplicaSets struct {
 // namespace may name any number of ReplicaSets.
 const maxReplicaSetVerdicts = 16
 
-func newReplicaSetVerdicts() *replicaSetVerdicts {
-	return &replicaSetVerdicts{models: map[types.NamespacedName]*modelReplicaSets{}}
-}
-
 // get returns the verdict on the ReplicaSet uid for model's target
 // deployment, and whether there is one.
-func (v *replicaSetVerdicts) get(model types.NamespacedName, deployment, uid types.UID) (owned, ok bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	m := v.models[model]
-	if m == nil || m.deployment != deployment {
-		return false, false
-	}
-	if owned, ok = m.owned[uid]; ok {
-		m.touch(uid)
-	}
+func (v replicaSetVerdicts) get(model types.NamespacedName, deployment, uid types.UID) (owned, ok bool) {
+	v.mem.read(model, func(rec *modelRecord) {
+		m := rec.replicaSets
+		if m == nil || m.deployment != deployment {
+			return
+		}
+		if owned, ok = m.owned[uid]; ok {
+			m.touch(uid)
+		}
+	})
 	return owned, ok
 }
 
@@ -186,33 +75,28 @@ func (m *modelReplicaSets) touch(uid types.UID) {
 
 // put keeps the verdict on the ReplicaSet uid for model's target
 // deployment.
-func (v *replicaSetVerdicts) put(model types.NamespacedName, deployment, uid types.UID, owned bool) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	m := v.models[model]
-	if m == nil || m.deployment != deployment {
-		m = &modelReplicaSets{deployment: deployment, owned: map[types.UID]bool{}}
-		v.models[model] = m
-	}
-	if _, ok := m.owned[uid]; ok {
-		m.touch(uid)
-	} else {
-		if len(m.order) == maxReplicaSetVerdicts {
-			// The least recently used goes: the version's own
-			// ReplicaSets are met in every pass and stay, whatever
-			// number of forged UIDs pods of the namespace name.
-			delete(m.owned, m.order[0])
-			m.order = slices.Delete(m.order, 0, 1)
+func (v replicaSetVerdicts) put(model types.NamespacedName, deployment, uid types.UID, owned bool) {
+	v.mem.update(model, func(rec *modelRecord) {
+		m := rec.replicaSets
+		if m == nil || m.deployment != deployment {
+			m = &modelReplicaSets{deployment: deployment, owned: map[types.UID]bool{}}
+			rec.replicaSets = m
 		}
-		m.order = append(m.order, uid)
-	}
-	m.owned[uid] = owned
-}
-
-func (v *replicaSetVerdicts) forget(model types.NamespacedName) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	delete(v.models, model)
+		if _, ok := m.owned[uid]; ok {
+			m.touch(uid)
+		} else {
+			if len(m.order) == maxReplicaSetVerdicts {
+				// The least recently used goes: the version's own
+				// ReplicaSets are met in every pass and stay,
+				// whatever number of forged UIDs pods of the
+				// namespace name.
+				delete(m.owned, m.order[0])
+				m.order = slices.Delete(m.order, 0, 1)
+			}
+			m.order = append(m.order, uid)
+		}
+		m.owned[uid] = owned
+	})
 }
 
 // targetReplicaSets returns the UIDs of the target Deployment's
@@ -226,7 +110,7 @@ func (r *OpenMedModelReconciler) targetReplicaSets(ctx context.Context, model ty
 	for _, list := range pods {
 		for i := range list {
 			p := &list[i]
-			name, uid := podReplicaSet(p)
+			name, uid := store.PodReplicaSet(p)
 			if p.Namespace != target.Namespace || name == "" || uid == "" {
 				continue
 			}
@@ -234,8 +118,8 @@ func (r *OpenMedModelReconciler) targetReplicaSets(ctx context.Context, model ty
 				continue
 			}
 			owned, ok := false, false
-			if k := r.replicaSets.get(p.Namespace, name); k != nil && k.uid == uid {
-				owned, ok = k.deployment == target.UID, true
+			if kept, deployment, held := r.stores.ReplicaSets.Get(p.Namespace, name); held && kept == uid {
+				owned, ok = deployment == target.UID, true
 			} else {
 				owned, ok = r.rsVerdicts.get(model, target.UID, uid)
 			}
@@ -267,7 +151,7 @@ func (r *OpenMedModelReconciler) readReplicaSet(ctx context.Context, namespace, 
 		}
 		return false, fmt.Errorf("read the ReplicaSet %s/%s of a pod of the target: %w", namespace, name, err)
 	}
-	return rs.UID == uid && controllingDeployment(rs.OwnerReferences) == deployment, nil
+	return rs.UID == uid && store.ControllingDeployment(rs.OwnerReferences) == deployment, nil
 }
 
 // judgedPods are the pods whose ReplicaSets a pass verifies: every bake

@@ -37,18 +37,11 @@ func (r *OpenMedModelReconciler) holdUnanswered(p *pass, err error) {
 	if apierrors.IsConflict(err) || classify(err) != rollout.Transient || apierrors.IsNotFound(err) || apierrors.IsTooManyRequests(err) {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.unanswered == nil {
-		r.unanswered = map[types.NamespacedName]unanswered{}
-	}
-	r.unanswered[p.key] = unanswered{pass: p, base: p.obj.ResourceVersion}
+	r.memory.update(p.key, func(m *modelRecord) { m.unanswered = &unanswered{pass: p, base: p.obj.ResourceVersion} })
 }
 
 func (r *OpenMedModelReconciler) dropUnanswered(key types.NamespacedName) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.unanswered, key)
+	r.memory.read(key, func(m *modelRecord) { m.unanswered = nil })
 }
 
 // recordUnanswered settles the unanswered write of key against obj, the
@@ -57,13 +50,13 @@ func (r *OpenMedModelReconciler) dropUnanswered(key types.NamespacedName) {
 // other newer version means it did not. The same version as the write's
 // precondition settles nothing yet.
 func (r *OpenMedModelReconciler) recordUnanswered(key types.NamespacedName, obj *v1alpha1.OpenMedModel) {
-	r.mu.Lock()
-	u, ok := r.unanswered[key]
-	if ok && obj.ResourceVersion != u.base {
-		delete(r.unanswered, key)
-	}
-	r.mu.Unlock()
-	if ok && obj.ResourceVersion != u.base && apiequality.Semantic.DeepEqual(obj.Status, u.pass.plan.Status) {
+	var u *unanswered
+	r.memory.read(key, func(m *modelRecord) {
+		if m.unanswered != nil && obj.ResourceVersion != m.unanswered.base {
+			u, m.unanswered = m.unanswered, nil
+		}
+	})
+	if u != nil && apiequality.Semantic.DeepEqual(obj.Status, u.pass.plan.Status) {
 		r.record(u.pass)
 	}
 }

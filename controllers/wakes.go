@@ -1,14 +1,14 @@
 package controllers
 
 import (
-	"sync"
 	"time"
-
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/openmed/openmed-operator/controllers/internal/store"
 )
 
 // What woke a pass: the label woken_by of openmed_passes_total.
@@ -39,10 +39,10 @@ const (
 // openmed_wakes_total.
 const (
 	wakeModel      = "model"
-	wakeDeployment = "deployment"
-	wakeConfigMap  = "manifest-configmap"
-	wakeBakePod    = "bake-pod"
-	wakePendingPod = "pending-pod"
+	wakeDeployment = store.WokeByDeployment
+	wakeConfigMap  = store.WokeByConfigMap
+	wakeBakePod    = store.WokeByBakePod
+	wakePendingPod = store.WokeByPendingPod
 )
 
 var wakeSources = []string{wakeModel, wakeDeployment, wakeConfigMap, wakeBakePod, wakePendingPod}
@@ -70,38 +70,24 @@ func (w wakeCounter) woke() {
 // model's next pass, woken by its Deployment when the rollout completes,
 // reads the pods as they are. controller-runtime runs one pass of a model
 // at a time.
-type podWatchers struct {
-	mu        sync.Mutex
-	unwatched map[types.NamespacedName]struct{}
-}
-
-func newPodWatchers() *podWatchers {
-	return &podWatchers{unwatched: map[types.NamespacedName]struct{}{}}
-}
+type podWatchers struct{ mem *memory }
 
 // watch makes the pod store wake key: a pass of key begins.
-func (w *podWatchers) watch(key types.NamespacedName) {
-	w.mu.Lock()
-	delete(w.unwatched, key)
-	w.mu.Unlock()
+func (w podWatchers) watch(key types.NamespacedName) {
+	w.mem.read(key, func(m *modelRecord) { m.podsUnwatched = false })
 }
 
 // unwatch stops it: the pass decided that it judges no bake.
-func (w *podWatchers) unwatch(key types.NamespacedName) {
-	w.mu.Lock()
-	w.unwatched[key] = struct{}{}
-	w.mu.Unlock()
+func (w podWatchers) unwatch(key types.NamespacedName) {
+	w.mem.update(key, func(m *modelRecord) { m.podsUnwatched = true })
 }
 
-// forget drops what is known of key, a model that is gone.
-func (w *podWatchers) forget(key types.NamespacedName) { w.watch(key) }
-
-// watched reports whether the pod store wakes key.
-func (w *podWatchers) watched(key types.NamespacedName) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, no := w.unwatched[key]
-	return !no
+// watched reports whether the pod store wakes key. It makes no record:
+// the store asks for every pod's owner annotation.
+func (w podWatchers) watched(key types.NamespacedName) bool {
+	unwatched := false
+	w.mem.read(key, func(m *modelRecord) { unwatched = m.podsUnwatched })
+	return !unwatched
 }
 
 // countedPredicate is p, counting the events it lets through.
@@ -130,44 +116,31 @@ var wokenBy = []string{wokeEvent, wokeBackstop, wokeTimer, wokeFollowUp, wokeCac
 // holds one entry per model: a watch event makes a waiting model ready at
 // once, and its pass takes the entry, timer included, so a pass that starts
 // before its timer's time was woken by an event.
-type wakes struct {
-	mu  sync.Mutex
-	due map[types.NamespacedName]wake
-}
+type wakes struct{ mem *memory }
 
 type wake struct {
 	at    time.Time
 	cause string
 }
 
-func newWakes() *wakes {
-	return &wakes{due: map[types.NamespacedName]wake{}}
-}
-
 // woken returns what woke the pass of key that starts at now, and forgets
 // the timer.
-func (w *wakes) woken(key types.NamespacedName, now time.Time) string {
-	if w == nil {
-		return wokeEvent
-	}
-	w.mu.Lock()
-	x, ok := w.due[key]
-	delete(w.due, key)
-	w.mu.Unlock()
-	if ok && !now.Before(x.at) {
-		return x.cause
-	}
-	return wokeEvent
+func (w wakes) woken(key types.NamespacedName, now time.Time) string {
+	cause := wokeEvent
+	w.mem.read(key, func(m *modelRecord) {
+		if m.wake != nil && !now.Before(m.wake.at) {
+			cause = m.wake.cause
+		}
+		m.wake = nil
+	})
+	return cause
 }
 
 // scheduled records the timer a pass of key that ended at now asked for
 // (none: nothing is kept). An error or Requeue is retried with the
 // controller's backoff, at a time the queue decides: any later pass counts
 // as the retry.
-func (w *wakes) scheduled(key types.NamespacedName, now time.Time, res ctrl.Result, err error, cause string) {
-	if w == nil {
-		return
-	}
+func (w wakes) scheduled(key types.NamespacedName, now time.Time, res ctrl.Result, err error, cause string) {
 	var x wake
 	switch {
 	case err != nil || res.Requeue: //nolint:staticcheck // retry() returns Requeue on a conflict
@@ -180,17 +153,5 @@ func (w *wakes) scheduled(key types.NamespacedName, now time.Time, res ctrl.Resu
 	default:
 		return
 	}
-	w.mu.Lock()
-	w.due[key] = x
-	w.mu.Unlock()
-}
-
-// forget drops a deleted model's timer.
-func (w *wakes) forget(key types.NamespacedName) {
-	if w == nil {
-		return
-	}
-	w.mu.Lock()
-	delete(w.due, key)
-	w.mu.Unlock()
+	w.mem.update(key, func(m *modelRecord) { m.wake = &x })
 }

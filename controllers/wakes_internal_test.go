@@ -34,7 +34,7 @@ func TestWakesTellTheTimerFromAnEvent(t *testing.T) {
 		{"a conflict", ctrl.Result{Requeue: true}, nil, "", 0, wokeRetry},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWakes()
+			w := wakes{newMemory()}
 			if tc.starts >= 0 {
 				w.scheduled(key, t0, tc.res, tc.err, tc.cause)
 			}
@@ -44,12 +44,12 @@ func TestWakesTellTheTimerFromAnEvent(t *testing.T) {
 			if got := w.woken(key, t0.Add(2*time.Hour)); got != wokeEvent {
 				t.Errorf("the next pass woken by %q: the timer was kept", got)
 			}
-			if len(w.due) != 0 {
-				t.Errorf("%d timers kept", len(w.due))
+			if rec := w.mem.models[key]; rec != nil && rec.wake != nil {
+				t.Errorf("timer kept: %+v", *rec.wake)
 			}
 		})
 	}
-	var none *wakes
+	var none wakes // a reconciler that was not set up
 	none.scheduled(key, t0, ctrl.Result{RequeueAfter: time.Second}, nil, wokeTimer)
 	if got := none.woken(key, t0); got != wokeEvent {
 		t.Errorf("nil wakes: %q", got)

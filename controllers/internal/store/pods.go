@@ -1,4 +1,4 @@
-package controllers
+package store
 
 import (
 	"context"
@@ -104,7 +104,7 @@ func compactPod(obj any) (any, error) {
 		return out, nil
 	}
 	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
-	out.replicaSet, out.replicaSetUID = podReplicaSet(p)
+	out.replicaSet, out.replicaSetUID = PodReplicaSet(p)
 	out.templateHash, out.node = intern(p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]), intern(p.Spec.NodeName)
 	out.failed = p.Status.Phase == corev1.PodFailed
 	for _, c := range p.Status.Conditions {
@@ -230,9 +230,9 @@ func podAnnotations(p *corev1.Pod) (owner, manifestHash string) {
 	return intern(owner), manifestHash
 }
 
-// podReplicaSet returns the name and UID of the pod's controller when it
+// PodReplicaSet returns the name and UID of the pod's controller when it
 // is a ReplicaSet (of apps/v1).
-func podReplicaSet(p *corev1.Pod) (string, types.UID) {
+func PodReplicaSet(p *corev1.Pod) (string, types.UID) {
 	if ref := metav1.GetControllerOfNoCopy(p); ref != nil && ref.Kind == "ReplicaSet" && ref.APIVersion == replicaSetAPIVersion {
 		// Interned: the pods of one ReplicaSet share its name and UID.
 		return intern(ref.Name), types.UID(intern(string(ref.UID)))
@@ -295,11 +295,11 @@ type keptPod interface {
 	wakes() bool
 }
 
-// podStore is an informer of the pods a selector picks, in the manager's
+// Pods is an informer of the pods a selector picks, in the manager's
 // namespace or all of them, each kept compact (a keptPod) by its transform
 // and held by model; as a source it wakes a pod's model and makes the
 // controller wait for its first list.
-type podStore struct {
+type Pods struct {
 	informer    toolscache.SharedIndexInformer
 	description string
 	// byOwner holds the kept pods by their owner annotation, as Start's
@@ -318,13 +318,13 @@ type podStore struct {
 	// watched, when set, says whether a model's pass wants its pods'
 	// events (podWatchers): the others' events are kept, not woken for.
 	watched func(types.NamespacedName) bool
-	wakeCounter
+	woke    func()
 }
 
 // newPodStore builds the store on a watching client: the pods selector
 // picks, kept by transform. It starts with the controller (Start) and stops
 // with it.
-func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptions, transform toolscache.TransformFunc, description string) (*podStore, error) {
+func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptions, transform toolscache.TransformFunc, description string) (*Pods, error) {
 	lw := listWatch(c, namespace, selector, func() client.ObjectList { return &corev1.PodList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &corev1.Pod{}, toolscache.SharedIndexInformerOptions{
 		ObjectDescription: description,
@@ -332,7 +332,7 @@ func newPodStore(c client.WithWatch, namespace string, selector metav1.ListOptio
 	if err := inf.SetTransform(transform); err != nil {
 		return nil, err
 	}
-	return &podStore{informer: inf, byOwner: newOwnerMap[string, keptPod](), description: description}, nil
+	return &Pods{informer: inf, byOwner: newOwnerMap[string, keptPod](), description: description}, nil
 }
 
 // listWatch lists and watches, with c, the objects of newList's kind that
@@ -353,10 +353,10 @@ func listWatch(c client.WithWatch, namespace string, selector metav1.ListOptions
 	}
 }
 
-// newBakePodStore is the store of the pods selector picks (the bake label
+// newBakePods is the store of the pods selector picks (the bake label
 // and, in a shard, the shard's requirements: see bakePodSelector), kept as
 // bakePods.
-func newBakePodStore(c client.WithWatch, namespace string, selector labels.Selector) (*podStore, error) {
+func newBakePods(c client.WithWatch, namespace string, selector labels.Selector) (*Pods, error) {
 	return newPodStore(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, compactPod, "pods of baking versions")
 }
 
@@ -372,7 +372,7 @@ func bakePodSelector(models labels.Selector) labels.Selector {
 
 // pods returns the kept pods of the model owner ("namespace/name"), by
 // name.
-func (s *podStore) pods(owner string) []corev1.Pod {
+func (s *Pods) Owned(owner string) []corev1.Pod {
 	kept := s.byOwner.get(owner)
 	if len(kept) == 0 {
 		return nil
@@ -385,11 +385,30 @@ func (s *podStore) pods(owner string) []corev1.Pod {
 	return out
 }
 
-var _ source.TypedSyncingSource[reconcile.Request] = (*podStore)(nil)
+// KeptBakePod returns p as the bake pod store keeps it, and whether it is
+// a pod of the model owner ("namespace/name"): a pod read from the API
+// server is judged in the same shape as a pod of the store.
+func KeptBakePod(p *corev1.Pod, owner string) (corev1.Pod, bool) {
+	kept, _ := compactPod(p)
+	if b, ok := kept.(*bakePod); ok && b.owner == owner {
+		return b.pod(), true
+	}
+	return corev1.Pod{}, false
+}
+
+// Versions calls f with the name and resourceVersion of each kept pod of
+// the model owner ("namespace/name").
+func (s *Pods) Versions(owner string, f func(name, version string)) {
+	for _, p := range s.byOwner.get(owner) {
+		f(p.GetName(), p.version())
+	}
+}
+
+var _ source.TypedSyncingSource[reconcile.Request] = (*Pods)(nil)
 
 // Start runs the informer until ctx ends and enqueues the model of every
 // pod that was added, changed what the store keeps, or went.
-func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+func (s *Pods) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	// woke holds the pods that woke their model: their change or departure
 	// wakes it again even when what the watch delivers last (a pod that
 	// left the selection when it was bound) would not.
@@ -462,13 +481,13 @@ func (s *podStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInter
 // WaitForSync waits for the first list and for its events to be handed
 // over: no pass judges pods on a store that has not seen them yet
 // (waitForStore).
-func (s *podStore) WaitForSync(ctx context.Context) error {
+func (s *Pods) WaitForSync(ctx context.Context) error {
 	return waitForStore(ctx, s.description, s.informer, s.registration)
 }
 
 // put holds p under its owner (none: not at all), in place of its earlier
 // version; gone drops it.
-func (s *podStore) put(p keptPod, gone bool) {
+func (s *Pods) put(p keptPod, gone bool) {
 	owner := p.ownerKey()
 	if owner == "" {
 		return
@@ -481,4 +500,4 @@ func (s *podStore) put(p keptPod, gone bool) {
 	s.byOwner.put(owner, p, same)
 }
 
-func (s *podStore) String() string { return s.description }
+func (s *Pods) String() string { return s.description }

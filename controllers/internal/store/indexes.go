@@ -1,4 +1,4 @@
-package controllers
+package store
 
 import (
 	"context"
@@ -23,9 +23,9 @@ import (
 // manifest ConfigMaps are indexed by owner in their own store,
 // configmaps.go.)
 
-// targetIndexKey indexes OpenMedModels by the name of each Deployment they
+// TargetIndexKey indexes OpenMedModels by the name of each Deployment they
 // target or targeted.
-const targetIndexKey = ".openmed.targetName"
+const TargetIndexKey = ".openmed.targetName"
 
 // fieldIndexName is the name controller-runtime's cache gives the index of
 // a field (its internal.FieldIndexName): a List with
@@ -33,8 +33,8 @@ const targetIndexKey = ".openmed.targetName"
 // it.
 func fieldIndexName(field string) string { return "field:" + field }
 
-// indexModelsByTarget is targetIndexKey's function.
-func indexModelsByTarget(obj any) ([]string, error) {
+// IndexModelsByTarget is TargetIndexKey's function.
+func IndexModelsByTarget(obj any) ([]string, error) {
 	m, ok := obj.(*v1alpha1.OpenMedModel)
 	if !ok {
 		return nil, nil
@@ -47,9 +47,9 @@ func indexModelsByTarget(obj any) ([]string, error) {
 	return keys, nil
 }
 
-// addIndex adds the index of field (f) to the manager cache's informer of
+// AddIndex adds the index of field (f) to the manager cache's informer of
 // obj's kind.
-func addIndex(ctx context.Context, c cache.Cache, obj client.Object, field string, f toolscache.IndexFunc) error {
+func AddIndex(ctx context.Context, c cache.Cache, obj client.Object, field string, f toolscache.IndexFunc) error {
 	inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 	if err != nil {
 		return err

@@ -1,11 +1,9 @@
-package controllers
+package store
 
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,26 +177,26 @@ func wakeController(q workqueue.TypedRateLimitingInterface[reconcile.Request], k
 	return true
 }
 
-// configMapStore is an informer of the manifest ConfigMaps the operator
+// ConfigMaps is an informer of the manifest ConfigMaps the operator
 // created (the managed-by label and the shard's requirements), in the
 // manager's namespace or all of them, each kept as a keptConfigMap and held
 // by its controller OpenMedModel's uid (byOwner); as a source it wakes that
 // model when one was added, changed or went, and makes the controller wait
 // for its first list.
-type configMapStore struct {
+type ConfigMaps struct {
 	informer toolscache.SharedIndexInformer
 	byOwner  *ownerMap[ownerKey, *keptConfigMap]
 	// registration is Start's event handler.
 	registration toolscache.ResourceEventHandlerRegistration
-	wakeCounter
+	woke         func()
 }
 
 const configMapStoreDescription = "manifest ConfigMaps"
 
-// newConfigMapStore builds the store on a watching client: the ConfigMaps
+// newConfigMaps builds the store on a watching client: the ConfigMaps
 // selector picks, with the shard label keys shard. It starts with the
 // controller (Start) and stops with it.
-func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string) (*configMapStore, error) {
+func newConfigMaps(c client.WithWatch, namespace string, selector labels.Selector, shard []string) (*ConfigMaps, error) {
 	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("ConfigMapList"))
@@ -210,7 +208,7 @@ func newConfigMapStore(c client.WithWatch, namespace string, selector labels.Sel
 	if err := inf.SetTransform(func(obj any) (any, error) { return keepConfigMap(obj, shard) }); err != nil {
 		return nil, err
 	}
-	return &configMapStore{informer: inf, byOwner: newOwnerMap[ownerKey, *keptConfigMap]()}, nil
+	return &ConfigMaps{informer: inf, byOwner: newOwnerMap[ownerKey, *keptConfigMap]()}, nil
 }
 
 // ownerKey files a kept ConfigMap under its namespace and its controller's
@@ -224,7 +222,7 @@ type ownerKey struct {
 
 // owned returns the kept ConfigMaps whose controller is the OpenMedModel
 // uid of namespace, by name, as pruned *corev1.ConfigMaps.
-func (s *configMapStore) owned(namespace string, uid types.UID) []corev1.ConfigMap {
+func (s *ConfigMaps) Owned(namespace string, uid types.UID) []corev1.ConfigMap {
 	kept := s.byOwner.get(ownerKey{namespace, uid})
 	if len(kept) == 0 {
 		return nil
@@ -237,22 +235,17 @@ func (s *configMapStore) owned(namespace string, uid types.UID) []corev1.ConfigM
 	return out
 }
 
-// namedVersion is an object's name and resourceVersion.
-type namedVersion struct{ name, version string }
-
-// versions returns the names and resourceVersions of what owned returns,
-// without building the ConfigMaps.
-func (s *configMapStore) versions(namespace string, uid types.UID) []namedVersion {
-	var out []namedVersion
+// Versions calls f with the name and resourceVersion of each kept
+// ConfigMap whose controller is the OpenMedModel uid of namespace.
+func (s *ConfigMaps) Versions(namespace string, uid types.UID, f func(name, version string)) {
 	for _, k := range s.byOwner.get(ownerKey{namespace, uid}) {
-		out = append(out, namedVersion{k.name, k.resourceVersion})
+		f(k.name, k.resourceVersion)
 	}
-	return out
 }
 
 // put holds k under its controller (none: not at all), in place of its
 // earlier version; gone drops it.
-func (s *configMapStore) put(k *keptConfigMap, gone bool) {
+func (s *ConfigMaps) put(k *keptConfigMap, gone bool) {
 	uid := k.controllerUID()
 	if uid == "" {
 		return
@@ -265,12 +258,12 @@ func (s *configMapStore) put(k *keptConfigMap, gone bool) {
 	s.byOwner.put(ownerKey{k.namespace, uid}, k, same)
 }
 
-var _ source.TypedSyncingSource[reconcile.Request] = (*configMapStore)(nil)
+var _ source.TypedSyncingSource[reconcile.Request] = (*ConfigMaps)(nil)
 
 // Start runs the informer until ctx ends and hands every ConfigMap added,
 // changed or gone to its controller OpenMedModel (wakeController), as Owns would: those of the first
 // list at low priority.
-func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+func (s *ConfigMaps) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
 			if k, ok := obj.(*keptConfigMap); ok {
@@ -315,55 +308,8 @@ func (s *configMapStore) Start(ctx context.Context, q workqueue.TypedRateLimitin
 
 // WaitForSync waits for the first list and for its events to be handed
 // over (waitForStore).
-func (s *configMapStore) WaitForSync(ctx context.Context) error {
+func (s *ConfigMaps) WaitForSync(ctx context.Context) error {
 	return waitForStore(ctx, configMapStoreDescription, s.informer, s.registration)
 }
 
-func (s *configMapStore) String() string { return configMapStoreDescription }
-
-// writtenManifests remembers, per model, the manifest ConfigMaps this
-// process created (rollout.Observed.WrittenConfigMaps): by the UID the
-// create answered with and the manifest hash of what it wrote, until the
-// model's status records them (status.verifiedConfigMaps, written with the
-// next status write a pass makes anyway). A process that starts without
-// them reads such a ConfigMap once.
-type writtenManifests struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName][]v1alpha1.VerifiedConfigMap
-}
-
-func newWrittenManifests() *writtenManifests {
-	return &writtenManifests{m: map[types.NamespacedName][]v1alpha1.VerifiedConfigMap{}}
-}
-
-// add remembers rec as written for model, in place of an earlier write of
-// its name.
-func (w *writtenManifests) add(model types.NamespacedName, rec v1alpha1.VerifiedConfigMap) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	recs := slices.DeleteFunc(w.m[model], func(r v1alpha1.VerifiedConfigMap) bool { return r.Name == rec.Name })
-	w.m[model] = append(recs, rec)
-}
-
-// unrecorded returns the writes of model that recorded (the model's
-// status.verifiedConfigMaps) does not hold and that are still among cached
-// (the model's ConfigMaps as the store has them), and forgets the others.
-func (w *writtenManifests) unrecorded(model types.NamespacedName, recorded []v1alpha1.VerifiedConfigMap, cached []corev1.ConfigMap) []v1alpha1.VerifiedConfigMap {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	recs := slices.DeleteFunc(w.m[model], func(r v1alpha1.VerifiedConfigMap) bool {
-		return slices.Contains(recorded, r) || !slices.ContainsFunc(cached, func(cm corev1.ConfigMap) bool { return cm.Name == r.Name && cm.UID == r.UID })
-	})
-	if len(recs) == 0 {
-		delete(w.m, model)
-		return nil
-	}
-	w.m[model] = recs
-	return slices.Clone(recs)
-}
-
-func (w *writtenManifests) forget(model types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, model)
-}
+func (s *ConfigMaps) String() string { return configMapStoreDescription }

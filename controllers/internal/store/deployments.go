@@ -1,4 +1,4 @@
-package controllers
+package store
 
 import (
 	"context"
@@ -336,12 +336,12 @@ func (k *keptDeployment) owner() string {
 	return lookup(k.annotations, v1alpha1.ModelResourceAnnotation)
 }
 
-// deploymentStore is an informer of the Deployments the operator claimed
+// Deployments is an informer of the Deployments the operator claimed
 // (v1alpha1.ClaimedLabel and the shard's requirements), in the manager's
 // namespace or all of them, each kept as a keptDeployment; as a source it
 // wakes the models of a Deployment that was added, changed or went, and
 // makes the controller wait for its first list.
-type deploymentStore struct {
+type Deployments struct {
 	informer toolscache.SharedIndexInformer
 	// requests maps a Deployment's metadata (namespace, name, uid,
 	// resourceVersion, generation, the owner annotation) to the models to
@@ -349,17 +349,17 @@ type deploymentStore struct {
 	requests func(context.Context, client.Object) []reconcile.Request
 	// registration is Start's event handler.
 	registration toolscache.ResourceEventHandlerRegistration
-	wakeCounter
+	woke         func()
 }
 
 const deploymentStoreDescription = "claimed Deployments"
 
-// newDeploymentStore builds the store on a watching client: the
+// newDeployments builds the store on a watching client: the
 // Deployments selector picks, pruned for the shard label keys shard and the
 // operator's field manager. It starts with the controller (Start) and stops
 // with it.
-func newDeploymentStore(c client.WithWatch, namespace string, selector labels.Selector, shard []string, manager string,
-	requests func(context.Context, client.Object) []reconcile.Request) (*deploymentStore, error) {
+func newDeployments(c client.WithWatch, namespace string, selector labels.Selector, shard []string, manager string,
+	requests func(context.Context, client.Object) []reconcile.Request) (*Deployments, error) {
 	lw := listWatch(c, namespace, metav1.ListOptions{LabelSelector: selector.String()}, func() client.ObjectList { return &appsv1.DeploymentList{} })
 	inf := toolscache.NewSharedIndexInformerWithOptions(lw, &appsv1.Deployment{}, toolscache.SharedIndexInformerOptions{
 		ObjectDescription: deploymentStoreDescription,
@@ -367,11 +367,11 @@ func newDeploymentStore(c client.WithWatch, namespace string, selector labels.Se
 	if err := inf.SetTransform(func(obj any) (any, error) { return keepDeployment(obj, shard, manager) }); err != nil {
 		return nil, err
 	}
-	return &deploymentStore{informer: inf, requests: requests}, nil
+	return &Deployments{informer: inf, requests: requests}, nil
 }
 
 // kept returns what the store holds of the Deployment key, or nil.
-func (s *deploymentStore) kept(key types.NamespacedName) *keptDeployment {
+func (s *Deployments) kept(key types.NamespacedName) *keptDeployment {
 	obj, ok, err := s.informer.GetIndexer().GetByKey(key.String())
 	if err != nil || !ok {
 		return nil
@@ -382,7 +382,7 @@ func (s *deploymentStore) kept(key types.NamespacedName) *keptDeployment {
 
 // get returns the kept Deployment namespace/name as a pruned
 // *appsv1.Deployment, or nil when the store does not hold it.
-func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
+func (s *Deployments) Get(key types.NamespacedName) *appsv1.Deployment {
 	if k := s.kept(key); k != nil {
 		return k.deployment()
 	}
@@ -391,7 +391,7 @@ func (s *deploymentStore) get(key types.NamespacedName) *appsv1.Deployment {
 
 // version returns the resourceVersion of the Deployment key as the store
 // holds it, and whether it holds it.
-func (s *deploymentStore) version(key types.NamespacedName) (string, bool) {
+func (s *Deployments) Version(key types.NamespacedName) (string, bool) {
 	if k := s.kept(key); k != nil {
 		return k.ResourceVersion, true
 	}
@@ -400,7 +400,7 @@ func (s *deploymentStore) version(key types.NamespacedName) (string, bool) {
 
 // podSelector returns the spec.selector of the Deployment key as the store
 // keeps it, or nil when it does not hold the Deployment.
-func (s *deploymentStore) podSelector(key types.NamespacedName) labels.Selector {
+func (s *Deployments) PodSelector(key types.NamespacedName) labels.Selector {
 	k := s.kept(key)
 	if k == nil || k.selector == "" {
 		return nil
@@ -412,14 +412,14 @@ func (s *deploymentStore) podSelector(key types.NamespacedName) labels.Selector 
 	return sel
 }
 
-var _ source.TypedSyncingSource[reconcile.Request] = (*deploymentStore)(nil)
+var _ source.TypedSyncingSource[reconcile.Request] = (*Deployments)(nil)
 
 // Start runs the informer until ctx ends and hands every Deployment added,
 // changed or gone to controller-runtime's EnqueueRequestsFromMapFunc with
 // requests, as a Watches of Deployments would: the models of the old and of
 // the new version of a change are woken, those of the first list and of a
 // relist (an update to the same resourceVersion) at low priority.
-func (s *deploymentStore) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+func (s *Deployments) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 	h := handler.EnqueueRequestsFromMapFunc(s.requests)
 	reg, err := s.informer.AddEventHandler(toolscache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, isInInitialList bool) {
@@ -472,7 +472,7 @@ func keptMeta(obj any) *metav1.PartialObjectMetadata {
 // WaitForSync waits for the first list and for its events to be handed
 // over: no pass reads a target from a store that has not seen it yet
 // (waitForStore).
-func (s *deploymentStore) WaitForSync(ctx context.Context) error {
+func (s *Deployments) WaitForSync(ctx context.Context) error {
 	return waitForStore(ctx, deploymentStoreDescription, s.informer, s.registration)
 }
 
@@ -493,4 +493,4 @@ func waitForStore(ctx context.Context, description string, inf toolscache.Shared
 	return nil
 }
 
-func (s *deploymentStore) String() string { return deploymentStoreDescription }
+func (s *Deployments) String() string { return deploymentStoreDescription }

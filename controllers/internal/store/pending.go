@@ -1,4 +1,4 @@
-package controllers
+package store
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -59,7 +59,7 @@ func compactPendingPod(obj any) (any, error) {
 		return out, nil
 	}
 	out.owner, out.manifestHash = owner, manifestHash
-	out.replicaSet, out.replicaSetUID = podReplicaSet(p)
+	out.replicaSet, out.replicaSetUID = PodReplicaSet(p)
 	out.CreationTimestamp, out.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
@@ -108,9 +108,9 @@ func (p *pendingPod) sameAs(other keptPod) bool {
 	return p.scheduled == nil || *p.scheduled == *o.scheduled
 }
 
-// newPendingPodStore is the store of the pods without a node, kept as
+// newPendingPods is the store of the pods without a node, kept as
 // pendingPods.
-func newPendingPodStore(c client.WithWatch, namespace string) (*podStore, error) {
+func newPendingPods(c client.WithWatch, namespace string) (*Pods, error) {
 	s, err := newPodStore(c, namespace, metav1.ListOptions{FieldSelector: pendingSelector}, compactPendingPod, "pods waiting for a node")
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package controllers
+package store
 
 import (
 	"bytes"
@@ -64,20 +64,20 @@ func TestCachedBytes(t *testing.T) {
 		objects float64
 	}{
 		{kind: "OpenMedModel", file: "model.json", new: func() client.Object { return &v1alpha1.OpenMedModel{} }, transform: PruneModel,
-			indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, fieldIndexName(targetIndexKey): indexModelsByTarget},
+			indexers: toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, fieldIndexName(TargetIndexKey): IndexModelsByTarget},
 			perModel: 1, budget: 2900, objects: 20},
 		{kind: "Deployment", file: "deployment.json", new: func() client.Object { return &appsv1.Deployment{} },
 			transform: func(obj any) (any, error) { return keepDeployment(obj, nil, rollout.DefaultFieldManager) }, perModel: 1, budget: 1900, objects: 18},
 		{kind: "ConfigMap", file: "configmap.json", new: func() client.Object { return &corev1.ConfigMap{} },
 			transform: func(obj any) (any, error) { return keepConfigMap(obj, nil) },
 			hold: func() func(any) {
-				s := &configMapStore{byOwner: newOwnerMap[ownerKey, *keptConfigMap]()}
+				s := &ConfigMaps{byOwner: newOwnerMap[ownerKey, *keptConfigMap]()}
 				return func(obj any) { s.put(obj.(*keptConfigMap), false) }
 			},
 			perModel: 2, budget: 700, objects: 10},
 		{kind: "Pod", file: "pod.json", new: func() client.Object { return &corev1.Pod{} }, transform: compactPod,
 			hold: func() func(any) {
-				s := &podStore{byOwner: newOwnerMap[string, keptPod]()}
+				s := &Pods{byOwner: newOwnerMap[string, keptPod]()}
 				return func(obj any) { s.put(obj.(keptPod), false) }
 			},
 			// The tenth object is the UID of the pod's ReplicaSet, kept to
