@@ -19,34 +19,59 @@ type failureReport struct {
 	rejected string
 }
 
-// reportFor maps a failed step to its reason, fixed message and kstatus
-// verdict: a rejected request needs a person (Stalled), everything else is
-// retried by itself (Reconciling). Both are retried with a short backoff.
+// The reports of failed steps, each declared once with its summary
+// (states.go). A step's kstatus verdict is reportFor's.
+var (
+	accessDeniedReport   = declareFailure(nil, failureReport{reason: v1alpha1.AccessDeniedReason, message: MsgAccessDenied})
+	nameTakenReport      = declareFailure((*decider).manifestConflictSummary, failureReport{reason: v1alpha1.ManifestConflictReason, message: MsgManifestConflict, ks: reconciling})
+	mismatchReport       = declareFailure((*decider).manifestMismatchSummary, failureReport{reason: v1alpha1.ManifestMismatchReason, message: MsgManifestMismatch, ks: stalled})
+	manifestFailedReport = declareFailure((*decider).manifestFailedSummary, failureReport{reason: v1alpha1.ManifestFailedReason, message: MsgManifestFailed, rejected: MsgManifestRejectedBy})
+	applyRejectedReport  = declareFailure((*decider).applyRejectedSummary, failureReport{reason: v1alpha1.ApplyRejectedReason, message: MsgApplyRejected, rejected: MsgApplyRejectedBy})
+	applyFailedReport    = declareFailure((*decider).applyFailedSummary, failureReport{reason: v1alpha1.ApplyFailedReason, message: MsgApplyFailed})
+	releaseFailedReport  = declareFailure((*decider).releaseFailedSummary, failureReport{reason: v1alpha1.ReleaseFailedReason, message: MsgReleaseFailed, rejected: MsgReleaseRejectedBy})
+	pruneFailedReport    = declareFailure(nil, failureReport{reason: v1alpha1.PruneFailedReason, message: MsgPruneFailed, rejected: MsgPruneRejectedBy})
+	internalErrorReport  = declareFailure(nil, failureReport{reason: v1alpha1.InternalErrorReason, message: MsgInternalError, ks: reconciling})
+)
+
+// declareFailure records r's summary under its reason and returns r.
+func declareFailure(summary summaryFunc, r failureReport) failureReport {
+	declareSummary(r.reason, summary)
+	return r
+}
+
+// reportFor maps a failed step to its report and kstatus verdict: a
+// rejected request needs a person (Stalled), everything else is retried by
+// itself (Reconciling). Both are retried with a short backoff. A name
+// taken, a mismatched manifest and an internal error have a verdict of
+// their own.
 func reportFor(f Failure) failureReport {
 	ks := reconciling
 	if f.Kind == Rejected || f.Kind == Denied {
 		ks = stalled
 	}
+	var r failureReport
 	switch {
-	case f.Kind == Denied:
-		return failureReport{v1alpha1.AccessDeniedReason, MsgAccessDenied, ks, ""}
 	case f.Kind == NameTaken:
-		return failureReport{v1alpha1.ManifestConflictReason, MsgManifestConflict, reconciling, ""}
+		return nameTakenReport
 	case f.Kind == Mismatch:
-		return failureReport{v1alpha1.ManifestMismatchReason, MsgManifestMismatch, stalled, ""}
+		return mismatchReport
+	case f.Kind == Denied:
+		r = accessDeniedReport
 	case f.Step == StepManifest:
-		return failureReport{v1alpha1.ManifestFailedReason, MsgManifestFailed, ks, MsgManifestRejectedBy}
+		r = manifestFailedReport
 	case f.Step == StepApply && f.Kind == Rejected:
-		return failureReport{v1alpha1.ApplyRejectedReason, MsgApplyRejected, ks, MsgApplyRejectedBy}
+		r = applyRejectedReport
 	case f.Step == StepApply:
-		return failureReport{v1alpha1.ApplyFailedReason, MsgApplyFailed, ks, ""}
+		r = applyFailedReport
 	case f.Step == StepRelease:
-		return failureReport{v1alpha1.ReleaseFailedReason, MsgReleaseFailed, ks, MsgReleaseRejectedBy}
+		r = releaseFailedReport
 	case f.Step == StepPrune:
-		return failureReport{v1alpha1.PruneFailedReason, MsgPruneFailed, ks, MsgPruneRejectedBy}
+		r = pruneFailedReport
 	default:
-		return failureReport{v1alpha1.InternalErrorReason, MsgInternalError, reconciling, ""}
+		return internalErrorReport
 	}
+	r.ks = ks
+	return r
 }
 
 // failed reports a step of this pass that failed. The rollout bookkeeping

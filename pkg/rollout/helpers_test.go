@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -94,7 +95,19 @@ func decideWith(t testing.TB, obj *v1alpha1.OpenMedModel, obs Observed, opts Opt
 	if obj.DeletionTimestamp == nil {
 		checkFlux(t, obj, plan.Status)
 	}
+	checkDeclared(t, plan.Status)
 	return plan
+}
+
+// checkDeclared fails when the Ready reason of st is no declared state
+// (states.go): a state set without declare would get no summary.
+func checkDeclared(t testing.TB, st v1alpha1.OpenMedModelStatus) {
+	t.Helper()
+	if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ReadyCondition); c != nil {
+		if _, ok := summaries[c.Reason]; !ok {
+			t.Fatalf("Ready reason %s is no declared state", c.Reason)
+		}
+	}
 }
 
 func checkFlux(t testing.TB, obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedModelStatus) {

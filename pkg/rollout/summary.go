@@ -17,123 +17,176 @@ import (
 // show: the desired and active versions, the target, the rollback target
 // and the Deployment controller's progress with the version being rolled.
 // Only coordinates go in (versions, names, counts), never an API answer or
-// other text from the cluster. The reference's four conditions keep their
-// fixed messages.
+// other text from the cluster. The four conditions keep their fixed
+// messages. The summary is the one the state of the condition's reason
+// declared (states.go).
 //
 // Progress counts change as pods roll, so a rollout writes its status once
 // per change of the counts; a pass whose counts did not move writes nothing.
 func (d *decider) summarize() {
 	for _, typ := range []string{v1alpha1.ReconcilingCondition, v1alpha1.StalledCondition} {
-		if c := meta.FindStatusCondition(d.st.Conditions, typ); c != nil {
-			if m := d.summary(typ, c.Reason); m != "" {
+		c := meta.FindStatusCondition(d.st.Conditions, typ)
+		if c == nil {
+			continue
+		}
+		if summary := summaries[c.Reason]; summary != nil {
+			if m := summary(d, typ); m != "" {
 				c.Message = m
 			}
 		}
 	}
 }
 
-// summary returns the message of the kstatus condition typ with reason, or
-// "" to keep the message the pass set (an invalid spec names the field, an
-// ownership conflict the manager and the fix).
-func (d *decider) summary(typ, reason string) string {
-	desired, active := d.st.DesiredVersion, d.st.ActiveVersion
-	target := TargetName(d.obj)
-	rollback := ""
-	if d.st.RollbackSpec != nil {
-		rollback = d.st.RollbackSpec.Version
-	}
-	serving := ""
-	if active != "" && active != desired {
-		serving = fmt.Sprintf("; serving %s", active)
-	}
-	switch reason {
-	case v1alpha1.RolloutStartedReason, v1alpha1.RolloutInProgressReason:
-		if desired == "" {
-			return ""
-		}
-		if d.st.Phase == v1alpha1.PhaseReady {
-			// Another manager's change of a Deployment already serving the
-			// desired version, not yet seen by the Deployment controller.
-			return fmt.Sprintf("Waiting for the Deployment controller to observe Deployment %s; serving %s", target, desired)
-		}
-		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.replicaFailureNote(), serving)
-	case v1alpha1.RolledBackReason:
-		switch {
-		case d.manualHold():
-			return fmt.Sprintf("Held at %s on Deployment %s by the %s annotation; remove it to roll out %s",
-				active, target, v1alpha1.RollbackToAnnotation, desired)
-		case typ == v1alpha1.StalledCondition:
-			return fmt.Sprintf("%s failed on Deployment %s%s; serving the retained %s; change the spec or set %s to retry",
-				desired, target, d.failureCauseNote(), active, v1alpha1.ResetRequestAnnotation)
-		default:
-			return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s%s%s", target, rollback, desired, d.progress(d.rollbackHash()),
-				d.unschedulableNote(d.rollbackHash()), d.inPlaceRollbackNote())
-		}
-	case v1alpha1.ManualRollbackReason:
-		return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s%s", target, rollback, v1alpha1.RollbackToAnnotation, d.progress(d.rollbackHash()),
-			d.unschedulableNote(d.rollbackHash()))
-	case v1alpha1.ReplacingInPlaceReason:
-		return d.inPlaceSummary(desired, target, d.st.ManifestHash, serving)
-	case v1alpha1.UnschedulableReason:
-		return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.unschedulableNote(d.st.ManifestHash), serving)
-	case v1alpha1.RolloutFailedReason:
-		return fmt.Sprintf("%s failed on Deployment %s%s and no retained version is serving; change the spec or set %s to retry",
-			desired, target, d.failureCauseNote(), v1alpha1.ResetRequestAnnotation)
-	case v1alpha1.RollbackFailedReason:
-		return fmt.Sprintf("Rollback of Deployment %s to %s failed after %s failed", target, rollback, desired)
-	case v1alpha1.TargetNotFoundReason:
-		return fmt.Sprintf("Waiting for Deployment %s", target)
-	case v1alpha1.ContainerNotFoundReason:
-		return fmt.Sprintf("Deployment %s has no container %s", target, d.obj.Spec.TargetRef.ContainerName)
-	case v1alpha1.TargetConflictReason:
-		return fmt.Sprintf("Deployment %s is managed by another OpenMedModel", target)
-	case v1alpha1.DeploymentRollingReason:
-		return fmt.Sprintf("Deployment %s is rolling out a change the model did not make%s; serving %s", target, d.progress(""), active)
-	case v1alpha1.TargetPausedReason:
-		if d.st.Phase == v1alpha1.PhaseReady {
-			return fmt.Sprintf("Deployment %s is paused (%s); serving %s", target, d.availability(), active)
-		}
-		return fmt.Sprintf("Deployment %s is paused; %s rolls out when it is resumed", target, desired)
-	case v1alpha1.DeploymentUnavailableReason:
-		switch {
-		case typ == v1alpha1.StalledCondition:
-			return fmt.Sprintf("Deployment %s reports a failed rollout the model did not start (%s); serving %s", target, d.availability(), active)
-		case d.obs.Deployment != nil && replicaFailure(d.obs.Deployment):
-			return fmt.Sprintf("Deployment %s cannot create pods (ReplicaFailure; %s); serving %s", target, d.availability(), active)
-		}
-		return fmt.Sprintf("Deployment %s lost availability (%s); serving %s", target, d.availability(), active)
-	case v1alpha1.BakingReason:
-		b := d.st.BakeStartedAt
-		if b == nil {
-			return fmt.Sprintf("Rolled out %s on Deployment %s; its bake of %ds begins once a pod of it is Ready where the operator sees it (none is: replicas 0, or pods without the %s label)%s",
-				desired, target, d.desired.RolloutStrategy.BakeSeconds, v1alpha1.BakeLabel, serving)
-		}
-		end := b.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second).UTC().Format(time.RFC3339)
-		wait := ""
-		switch d.bakeWait {
-		case bakeWaitNode:
-			wait = "; a pod of it is unready on a node that is not Ready: the bake waits until the pod is Ready again or replaced"
-		case bakeWaitNoPods:
-			wait = "; no pod of it is Ready where the operator sees it: the bake ends only while one serves"
-		}
-		return fmt.Sprintf("Baking %s on Deployment %s until %s (%ds after its rollout completed)%s%s",
-			desired, target, end, d.desired.RolloutStrategy.BakeSeconds, wait, serving)
-	case v1alpha1.ScalingReason:
-		return fmt.Sprintf("Deployment %s is bringing up pods (%s); serving %s", target, d.availability(), active)
-	case v1alpha1.ManifestConflictReason:
-		return fmt.Sprintf("The manifest ConfigMap name for %s is taken by an object this model does not own", desired)
-	case v1alpha1.ManifestMismatchReason:
-		return fmt.Sprintf("A manifest ConfigMap of %s holds other content than the operator's manifest (replaced or created by someone else); it is deleted and written again before Deployment %s points at it", desired, target)
-	case v1alpha1.ManifestFailedReason:
-		return fmt.Sprintf("Creating the manifest ConfigMap for %s failed%s; retrying", desired, d.failureDetail())
-	case v1alpha1.ApplyFailedReason:
-		return fmt.Sprintf("Applying the model pointer to Deployment %s failed; retrying", target)
-	case v1alpha1.ApplyRejectedReason:
-		return fmt.Sprintf("The API server rejected the model pointer for Deployment %s%s; retrying until the cause is fixed", target, d.failureDetail())
-	case v1alpha1.ReleaseFailedReason:
-		return fmt.Sprintf("Releasing Deployment %s failed%s; retrying", d.releasedTarget(), d.failureDetail())
+// servingNote is "; serving " and the active version when it is not the
+// desired one, else "".
+func (d *decider) servingNote() string {
+	if active := d.st.ActiveVersion; active != "" && active != d.st.DesiredVersion {
+		return "; serving " + active
 	}
 	return ""
+}
+
+// rollbackVersion is the version a rollback restores, or "".
+func (d *decider) rollbackVersion() string {
+	if d.st.RollbackSpec == nil {
+		return ""
+	}
+	return d.st.RollbackSpec.Version
+}
+
+// The summaries of the states (summaryFunc), by Ready reason.
+
+func (d *decider) rollingSummary(string) string {
+	desired, target := d.st.DesiredVersion, TargetName(d.obj)
+	if desired == "" {
+		return ""
+	}
+	if d.st.Phase == v1alpha1.PhaseReady {
+		// Another manager's change of a Deployment already serving the
+		// desired version, not yet seen by the Deployment controller.
+		return fmt.Sprintf("Waiting for the Deployment controller to observe Deployment %s; serving %s", target, desired)
+	}
+	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.replicaFailureNote(), d.servingNote())
+}
+
+func (d *decider) rolledBackSummary(typ string) string {
+	desired, active, target := d.st.DesiredVersion, d.st.ActiveVersion, TargetName(d.obj)
+	switch {
+	case d.manualHold():
+		return fmt.Sprintf("Held at %s on Deployment %s by the %s annotation; remove it to roll out %s",
+			active, target, v1alpha1.RollbackToAnnotation, desired)
+	case typ == v1alpha1.StalledCondition:
+		return fmt.Sprintf("%s failed on Deployment %s%s; serving the retained %s; change the spec or set %s to retry",
+			desired, target, d.failureCauseNote(), active, v1alpha1.ResetRequestAnnotation)
+	default:
+		return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s%s%s", target, d.rollbackVersion(), desired, d.progress(d.rollbackHash()),
+			d.unschedulableNote(d.rollbackHash()), d.inPlaceRollbackNote())
+	}
+}
+
+func (d *decider) manualRollbackSummary(string) string {
+	return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s%s", TargetName(d.obj), d.rollbackVersion(), v1alpha1.RollbackToAnnotation,
+		d.progress(d.rollbackHash()), d.unschedulableNote(d.rollbackHash()))
+}
+
+func (d *decider) replacingInPlaceSummary(string) string {
+	return d.inPlaceSummary(d.st.DesiredVersion, TargetName(d.obj), d.st.ManifestHash, d.servingNote())
+}
+
+func (d *decider) unschedulableSummary(string) string {
+	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", d.st.DesiredVersion, TargetName(d.obj), d.progress(d.st.ManifestHash),
+		d.unschedulableNote(d.st.ManifestHash), d.servingNote())
+}
+
+func (d *decider) rolloutFailedSummary(string) string {
+	return fmt.Sprintf("%s failed on Deployment %s%s and no retained version is serving; change the spec or set %s to retry",
+		d.st.DesiredVersion, TargetName(d.obj), d.failureCauseNote(), v1alpha1.ResetRequestAnnotation)
+}
+
+func (d *decider) rollbackFailedSummary(string) string {
+	return fmt.Sprintf("Rollback of Deployment %s to %s failed after %s failed", TargetName(d.obj), d.rollbackVersion(), d.st.DesiredVersion)
+}
+
+func (d *decider) targetNotFoundSummary(string) string {
+	return fmt.Sprintf("Waiting for Deployment %s", TargetName(d.obj))
+}
+
+func (d *decider) containerNotFoundSummary(string) string {
+	return fmt.Sprintf("Deployment %s has no container %s", TargetName(d.obj), d.obj.Spec.TargetRef.ContainerName)
+}
+
+func (d *decider) targetConflictSummary(string) string {
+	return fmt.Sprintf("Deployment %s is managed by another OpenMedModel", TargetName(d.obj))
+}
+
+func (d *decider) deploymentRollingSummary(string) string {
+	return fmt.Sprintf("Deployment %s is rolling out a change the model did not make%s; serving %s", TargetName(d.obj), d.progress(""), d.st.ActiveVersion)
+}
+
+func (d *decider) targetPausedSummary(string) string {
+	if d.st.Phase == v1alpha1.PhaseReady {
+		return fmt.Sprintf("Deployment %s is paused (%s); serving %s", TargetName(d.obj), d.availability(), d.st.ActiveVersion)
+	}
+	return fmt.Sprintf("Deployment %s is paused; %s rolls out when it is resumed", TargetName(d.obj), d.st.DesiredVersion)
+}
+
+func (d *decider) deploymentUnavailableSummary(typ string) string {
+	target, active := TargetName(d.obj), d.st.ActiveVersion
+	switch {
+	case typ == v1alpha1.StalledCondition:
+		return fmt.Sprintf("Deployment %s reports a failed rollout the model did not start (%s); serving %s", target, d.availability(), active)
+	case d.obs.Deployment != nil && replicaFailure(d.obs.Deployment):
+		return fmt.Sprintf("Deployment %s cannot create pods (ReplicaFailure; %s); serving %s", target, d.availability(), active)
+	}
+	return fmt.Sprintf("Deployment %s lost availability (%s); serving %s", target, d.availability(), active)
+}
+
+func (d *decider) bakingSummary(string) string {
+	desired, target := d.st.DesiredVersion, TargetName(d.obj)
+	b := d.st.BakeStartedAt
+	if b == nil {
+		return fmt.Sprintf("Rolled out %s on Deployment %s; its bake of %ds begins once a pod of it is Ready where the operator sees it (none is: replicas 0, or pods without the %s label)%s",
+			desired, target, d.desired.RolloutStrategy.BakeSeconds, v1alpha1.BakeLabel, d.servingNote())
+	}
+	end := b.Add(time.Duration(d.desired.RolloutStrategy.BakeSeconds) * time.Second).UTC().Format(time.RFC3339)
+	wait := ""
+	switch d.bakeWait {
+	case bakeWaitNode:
+		wait = "; a pod of it is unready on a node that is not Ready: the bake waits until the pod is Ready again or replaced"
+	case bakeWaitNoPods:
+		wait = "; no pod of it is Ready where the operator sees it: the bake ends only while one serves"
+	}
+	return fmt.Sprintf("Baking %s on Deployment %s until %s (%ds after its rollout completed)%s%s",
+		desired, target, end, d.desired.RolloutStrategy.BakeSeconds, wait, d.servingNote())
+}
+
+func (d *decider) scalingSummary(string) string {
+	return fmt.Sprintf("Deployment %s is bringing up pods (%s); serving %s", TargetName(d.obj), d.availability(), d.st.ActiveVersion)
+}
+
+func (d *decider) manifestConflictSummary(string) string {
+	return fmt.Sprintf("The manifest ConfigMap name for %s is taken by an object this model does not own", d.st.DesiredVersion)
+}
+
+func (d *decider) manifestMismatchSummary(string) string {
+	return fmt.Sprintf("A manifest ConfigMap of %s holds other content than the operator's manifest (replaced or created by someone else); it is deleted and written again before Deployment %s points at it",
+		d.st.DesiredVersion, TargetName(d.obj))
+}
+
+func (d *decider) manifestFailedSummary(string) string {
+	return fmt.Sprintf("Creating the manifest ConfigMap for %s failed%s; retrying", d.st.DesiredVersion, d.failureDetail())
+}
+
+func (d *decider) applyFailedSummary(string) string {
+	return fmt.Sprintf("Applying the model pointer to Deployment %s failed; retrying", TargetName(d.obj))
+}
+
+func (d *decider) applyRejectedSummary(string) string {
+	return fmt.Sprintf("The API server rejected the model pointer for Deployment %s%s; retrying until the cause is fixed", TargetName(d.obj), d.failureDetail())
+}
+
+func (d *decider) releaseFailedSummary(string) string {
+	return fmt.Sprintf("Releasing Deployment %s failed%s; retrying", d.releasedTarget(), d.failureDetail())
 }
 
 // inPlaceRollbackNote is what a rollback's message adds while it replaces
