@@ -47,7 +47,7 @@ func TestDeletionWithMissingTarget(t *testing.T) {
 }
 
 // TestDeletionWithInvalidStoredSpec: a spec stored under an older, looser
-// CRD fails validation today; the resource still deletes (reference B6) and
+// CRD fails validation today; the resource still deletes (the Kopf operator's could not) and
 // the Deployment it had claimed is released.
 func TestDeletionWithInvalidStoredSpec(t *testing.T) {
 	ns := newNamespace(t)

@@ -32,7 +32,7 @@ func unowned(d *appsv1.Deployment) any {
 	return []any{labels, d.Spec.Selector, d.Spec.Template.Labels, c.Image, env, c.EnvFrom, c.ReadinessProbe, c.Resources, len(d.Spec.Template.Spec.Containers)}
 }
 
-// TestLifecycle runs the reference scenarios through the real reconciler:
+// TestLifecycle runs the Kopf operator's test scenarios through the real reconciler:
 // first rollout, a version whose rollout exceeds its deadline and is rolled
 // back automatically, a failed rollback, manual rollback to a retained
 // version only, and deletion releasing the pointer. kstatus is computed on

@@ -40,7 +40,8 @@ const ControllerName = "openmed-operator"
 // from the Deployment field manager so the two never share an entry.
 const StatusFieldOwner = "openmed-operator-status"
 
-// kopfFinalizer is the reference operator's finalizer; a migrated resource
+// kopfFinalizer is the finalizer of the Python (Kopf) operator this one
+// replaces; a migrated resource
 // still carries it and must not keep it, or deletion would wait for Kopf.
 const kopfFinalizer = "kopf.zalando.org/KopfFinalizerMarker"
 

@@ -291,7 +291,7 @@ func (r *OpenMedModelReconciler) decideReading(ctx context.Context, p *pass) err
 // manifest ConfigMaps of new names (see decideReading).
 var errManifestsMoving = errors.New("the pass kept asking to read manifest ConfigMaps")
 
-// dropKopfFinalizer removes the reference operator's finalizer from a
+// dropKopfFinalizer removes the finalizer of the Python (Kopf) operator this one replaces from a
 // resource we no longer hold, so a migrated resource can be deleted.
 func (r *OpenMedModelReconciler) dropKopfFinalizer(ctx context.Context, obj *v1alpha1.OpenMedModel) error {
 	if !controllerutil.ContainsFinalizer(obj, kopfFinalizer) {

@@ -143,7 +143,7 @@ var passInputs = []struct {
 		},
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
 			// observe reads them for a model that bakes, on a target it has.
-			if r.hasTarget(obj) && bakes(obj) {
+			if r.hasTarget(obj) && readsBakePods(obj) {
 				r.stores.BakePods.Versions(rollout.OwnerKey(obj), func(name, version string) { d.add(kind, name, version) })
 			}
 		}},
@@ -253,9 +253,9 @@ func (r *OpenMedModelReconciler) unchanged(ctx context.Context, p *pass, last qu
 	return p.requeue(wokeBackstop, after), true
 }
 
-// bakes reports whether a pass of obj reads its pods from the bake pod
+// readsBakePods reports whether a pass of obj reads its pods from the bake pod
 // store (observe): its spec asks for a bake.
-func bakes(obj *v1alpha1.OpenMedModel) bool {
+func readsBakePods(obj *v1alpha1.OpenMedModel) bool {
 	b := obj.Spec.RolloutStrategy.BakeSeconds
 	return b != nil && *b > 0
 }

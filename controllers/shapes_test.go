@@ -115,7 +115,7 @@ func (s shape) create(t *testing.T, ns string) {
 }
 
 // foreignFields is the Deployment without the fields the operator owns
-// (contract §4) and without what the API server and the Deployment
+// (the fields the operator owns, docs/spec) and without what the API server and the Deployment
 // controller keep (metadata bookkeeping, status): what must come out of a
 // model's whole life byte-identical.
 func foreignFields(t *testing.T, d *appsv1.Deployment, container string) string {

@@ -8,7 +8,7 @@
 //
 // The model follows kstatus: Ready, Reconciling and Stalled decide, the phase
 // only picks the message (or decides for statuses written without the
-// kstatus pair, such as the reference operator's). Argo CD specifics: a
+// kstatus pair, such as the Python (Kopf) operator's this one replaces). Argo CD specifics: a
 // rolled-back resource is Degraded (the declared spec is not what serves, as
 // for an aborted Argo Rollout), a suspended one Suspended, and a Deployment
 // that lost availability while the model was Ready is Degraded even though

@@ -33,7 +33,7 @@ const (
 // (versions, names, counts), into its Reconciling and Stalled conditions;
 // the health check shows that message when the deciding condition carries
 // one, as kstatus does, and otherwise one of these fixed texts (statuses
-// written by the reference operator, or by hand). health.lua spells the same
+// written by the Python (Kopf) operator this one replaces, or by hand). health.lua spells the same
 // strings; the fixture corpus proves it.
 const (
 	MessagePendingDeletion     = "Pending deletion"
@@ -88,7 +88,7 @@ type Result struct {
 //     deadline passed).
 //  5. Reconciling=True with reason TargetPaused: Suspended, as Argo CD
 //     shows the paused Deployment itself.
-//  6. Reconciling=True (or the reference operator's Progressing=True):
+//  6. Reconciling=True (or the Kopf operator's Progressing=True):
 //     Progressing. A Deployment that lost pods or scales up while serving
 //     the desired version is here: Argo CD and kstatus call the Deployment
 //     itself Progressing, and the model is never judged worse than its

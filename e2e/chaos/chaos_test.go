@@ -1139,7 +1139,7 @@ func checkAudit(t *testing.T, reqs []harness.Request) {
 }
 
 // checkOwnedFields: every field the operator's managedFields entry owns on
-// a Deployment is one of contract §4's.
+// a Deployment is one the operator owns (pkg/rollout's owned fields).
 func checkOwnedFields(t *testing.T, c client.Client, n int) {
 	t.Helper()
 	for i := 0; i < 2*n; i++ {
@@ -1160,7 +1160,7 @@ func checkOwnedFields(t *testing.T, c client.Client, n int) {
 			}
 			for _, f := range leafFields(t, e.FieldsV1.Raw) {
 				if !allowed(f) {
-					t.Errorf("%s: the operator owns %s, outside contract §4", d.Name, f)
+					t.Errorf("%s: the operator owns %s, outside the fields it owns", d.Name, f)
 				}
 			}
 		}

@@ -42,7 +42,7 @@ func leafFields(t *testing.T, raw []byte) []string {
 	return out
 }
 
-// allowed reports whether a leaf is one of the fields contract §4 gives
+// allowed reports whether a leaf is one of the fields the operator owns, which pkg/rollout gives
 // the operator.
 func allowed(path string) bool {
 	env := `.spec.template.spec.containers[name="openmed-service"].env[name="` + v1alpha1.PreloadEnvVar + `"]`

@@ -22,7 +22,7 @@ type Observed struct {
 	// Deployment is the target Deployment as read (with managedFields), or nil
 	// when it does not exist. Only the fields the operator owns or judges a
 	// rollout by are read, so a cache may hold a pruned copy (see
-	// controllers.CacheOptions).
+	// controllers.CacheByObject).
 	Deployment *appsv1.Deployment
 
 	// PreviousTargets are the Deployments other than the desired target

@@ -89,17 +89,17 @@ func Bakes(desired v1alpha1.NormalizedSpec, manifestHash string, history []v1alp
 	})
 }
 
-// bakes reports whether the desired spec bakes before it is Ready.
-func (d *decider) bakes() bool {
+// bakeRequired reports whether the desired spec bakes before it is Ready.
+func (d *decider) bakeRequired() bool {
 	return Bakes(d.desired, d.st.ManifestHash, d.history)
 }
 
-// baking reports whether the status records the bake of the desired spec.
-func (d *decider) baking() bool {
-	return d.st.BakeStartedAt != nil && d.st.AppliedSpecHash == d.hash && d.bakes()
+// bakeRecorded reports whether the status records the bake of the desired spec.
+func (d *decider) bakeRecorded() bool {
+	return d.st.BakeStartedAt != nil && d.st.AppliedSpecHash == d.hash && d.bakeRequired()
 }
 
-// bake judges the desired spec once its rollout completed: the bake
+// judgeBake judges the desired spec once its rollout completed: the bake
 // begins when a pod of the version is Ready where the operator sees it
 // (none with replicas 0, or pods the pod store cannot see: the model waits
 // and says so instead of passing), fails on what the pods show, is Ready
@@ -107,7 +107,7 @@ func (d *decider) baking() bool {
 // version Ready, and otherwise waits for the end of the bake (one timer) or
 // a pod's grace. It ends only on pods read from the API server in the pass
 // (Observed.PodsRead); otherwise the plan asks for that read (ReadPods).
-func (d *decider) bake(complete bool) {
+func (d *decider) judgeBake(complete bool) {
 	d.plan.WatchesPods = true
 	if d.obs.PodsHidden {
 		if !d.obs.PodsRead {
@@ -116,7 +116,7 @@ func (d *decider) bake(complete bool) {
 		}
 		d.requeueWithin(HiddenPodsRecheck)
 	}
-	started := d.baking()
+	started := d.bakeRecorded()
 	start := d.now.Time
 	if started {
 		start = d.st.BakeStartedAt.Time
@@ -174,7 +174,7 @@ func (d *decider) bake(complete bool) {
 		}
 		// The version served its bake: a Ready version reads no pods.
 		d.plan.WatchesPods = false
-		d.ready(true)
+		d.rolloutSucceeded()
 		return
 	}
 	// No polling: the end of the bake, or the end of a pod's grace; every
@@ -330,8 +330,8 @@ func (v BakeVersion) retried(finished time.Time) bool {
 }
 
 // Judge returns what the pods of v say of the bake that began at start
-// (the bake's own start, or the retry's): see the package comment on the
-// bake guard for what counts.
+// (the bake's own start, or the retry's): see docs/bake-guard.md for what
+// counts.
 func (v BakeVersion) Judge(pods []corev1.Pod, start, now time.Time) BakeVerdict {
 	var out BakeVerdict
 	for i := range pods {

@@ -153,7 +153,7 @@ func f(reason, message string) cond { return cond{metav1.ConditionFalse, reason,
 // setConditions writes the tuple and the Reconciling/Stalled pair into the
 // status. Conditions of other types (other writers) are kept. The
 // lastTransitionTime of a condition changes only when its status changes
-// (Kubernetes convention, B17); every written condition carries the
+// (Kubernetes convention); every written condition carries the
 // generation. Reconciling and Stalled exist only while True (Flux).
 func setConditions(st *v1alpha1.OpenMedModelStatus, tp tuple, ks kstatus, gen int64, now metav1.Time) {
 	set := func(typ string, c cond) {

@@ -169,8 +169,8 @@ func (d *decider) event(eventType, reason, message string) {
 }
 
 // eventOnChange records an event only when the Ready reason changes: a state
-// that persists over passes is reported once (the reference re-posted
-// every 15 s, B9).
+// that persists over passes is reported once (the Kopf operator re-posted it
+// every 15 s).
 func (d *decider) eventOnChange(eventType, reason, message, readyReason string) {
 	if c := apimeta.FindStatusCondition(d.old.Conditions, v1alpha1.ReadyCondition); c != nil && c.Reason == readyReason {
 		return
@@ -226,7 +226,7 @@ func (d *decider) requeueWithin(after time.Duration) {
 // finish makes the status consistent with itself: when the pass evaluated
 // the current generation, every condition it owns says so, including the
 // ones whose value did not change (a generation bump with the same spec
-// hash, B16). Then the Reconciling or Stalled message is written with the
+// hash). Then the Reconciling or Stalled message is written with the
 // pass's coordinates (summarize).
 func (d *decider) finish() {
 	if d.obj.DeletionTimestamp == nil && (d.plan.ApplyDeployment != nil || d.plan.Takeover != nil || d.plan.ReleaseReplicas) {
@@ -325,7 +325,7 @@ func (d *decider) clearAttempt() {
 }
 
 // blocked reports a blocker. It changes no rollout bookkeeping, so the pass
-// after the cause goes away continues where the resource was (B2). The
+// after the cause goes away continues where the resource was. The
 // watch on a claimed target wakes the resource when the cause goes away;
 // the reconciler looks again at a target it has not claimed.
 func (d *decider) blocked(tp tuple, phase v1alpha1.Phase, ks kstatus, reason, message string) {

@@ -58,14 +58,14 @@ var (
 	}
 )
 
-// TestDecideTable covers every condition tuple of reference §3–4 (as changed
-// by the contract) and every row of contract §3. Each case drives the
+// TestDecideTable covers every declared state (states.go) and every row of
+// the status table in docs/spec (Status at a glance). Each case drives the
 // fixture on the real API server to a state and checks the next pass
 // completely.
 func TestDecideTable(t *testing.T) {
 	cases := []struct {
 		name   string
-		row    string // contract §3 row
+		row    string // the row of docs/spec's Status at a glance
 		target func(*appsv1.Deployment)
 		setup  func(c *cluster)
 		want   expect
@@ -437,7 +437,7 @@ func kstatusOf(t *testing.T, obj *v1alpha1.OpenMedModel, st v1alpha1.OpenMedMode
 	return res.Status
 }
 
-// TestFreshObjectIsNotCurrent is contract §3's first row: the CRD default
+// TestFreshObjectIsNotCurrent is the first row of docs/spec's Status at a glance: the CRD default
 // status (observedGeneration -1) is InProgress, never Current, until a pass.
 func TestFreshObjectIsNotCurrent(t *testing.T) {
 	c := newCluster(t)

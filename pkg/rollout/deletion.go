@@ -52,9 +52,9 @@ func (d *decider) suspend() {
 
 // finalize gives everything back at deletion: the pointer on each
 // Deployment the resource claimed, and every ConfigMap it owns. It needs no
-// valid spec and no target (B6), and then lets the finalizer go. A Deployment
+// valid spec and no target, and then lets the finalizer go. A Deployment
 // that names another owner is left alone with a warning; one the resource
-// never claimed is not mentioned at all (B18). What is left to release is
+// never claimed is not mentioned at all. What is left to release is
 // read from the Deployments themselves (releaseLeft), so a release that
 // stopped after its first request is finished here, and the finalizer goes
 // only with a pass that found or finished all of it.

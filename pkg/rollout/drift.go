@@ -77,7 +77,7 @@ func (p pointer) drift(live *appsv1.Deployment, fieldManager string) []Drift {
 }
 
 // matches reports whether the live Deployment holds every value of the
-// pointer (the reference's "Deployment matches" predicate, plus the
+// pointer (the Kopf operator's "Deployment matches" predicate, plus the
 // pod-template owner annotation the operator also owns).
 func (p pointer) matches(live *appsv1.Deployment) bool {
 	for _, f := range ownedFields(p) {

@@ -178,7 +178,7 @@ func (p pointer) templateKeys() []string {
 	return keys
 }
 
-// ownedField is one Deployment field the operator owns (contract §4). The
+// ownedField is one Deployment field the operator owns (docs/spec). The
 // table of them, ownedFields, is the one declaration the apply intent, drift
 // detection and the release read.
 type ownedField struct {

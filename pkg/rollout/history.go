@@ -18,12 +18,12 @@ func newHistoryEntry(spec v1alpha1.NormalizedSpec, now metav1.Time) v1alpha1.His
 }
 
 // retainedHistory is the status history, or, for a status written in the
-// reference's format (only lastSuccessfulSpec and previousSuccessfulSpec),
+// Kopf operator's format (only lastSuccessfulSpec and previousSuccessfulSpec),
 // the history those two describe. now stamps migrated entries, whose ready
 // time the old format did not record.
 //
 // An entry whose spec does not hash to its recorded hash (a hand-edited or
-// corrupt status) is dropped: it could not be restored faithfully (B30).
+// corrupt status) is dropped: it could not be restored faithfully (docs/decisions.md).
 func retainedHistory(st *v1alpha1.OpenMedModelStatus, now metav1.Time) []v1alpha1.HistoryEntry {
 	if len(st.History) > 0 {
 		var h []v1alpha1.HistoryEntry
@@ -45,7 +45,7 @@ func retainedHistory(st *v1alpha1.OpenMedModelStatus, now metav1.Time) []v1alpha
 }
 
 // pushHistory puts spec at the head of the history: one entry per version
-// (B14: a replicas-only change replaces its version's entry instead of
+// (a replicas-only change replaces its version's entry instead of
 // pushing another version out), at most limit entries.
 func pushHistory(h []v1alpha1.HistoryEntry, spec v1alpha1.NormalizedSpec, now metav1.Time, limit int) []v1alpha1.HistoryEntry {
 	if len(h) > 0 && h[0].SpecHash == SpecHash(spec) {
@@ -100,7 +100,8 @@ func findVersion(h []v1alpha1.HistoryEntry, version string) (v1alpha1.HistoryEnt
 // onTarget is retained spec r moved onto the desired spec's target: its
 // Deployment, container and ConfigMap base. A rollback restores the model and
 // rollout settings that worked, on the Deployment the resource targets now,
-// so it never patches a Deployment the operator does not monitor (B13).
+// so it never patches a Deployment the operator does not monitor
+// (docs/decisions.md, Retarget).
 func onTarget(r, desired v1alpha1.NormalizedSpec) v1alpha1.NormalizedSpec {
 	out := *r.DeepCopy()
 	out.TargetRef = desired.TargetRef

@@ -16,7 +16,7 @@ import (
 const DefaultFieldManager = "openmed-operator"
 
 // DeploymentIntent is the partial Deployment the operator server-side applies
-// to point the target at a manifest: exactly the fields it owns (contract §4)
+// to point the target at a manifest: exactly the fields it owns (docs/spec)
 // and nothing else, so image, probes, resources and selectors stay with their
 // owners. owner is the OwnerKey ("<namespace>/<name>"); the Deployment lives
 // in that namespace. cmName is the content-addressed manifest ConfigMap and

@@ -232,7 +232,7 @@ func (d *decider) relabel(cm *corev1.ConfigMap) {
 // prune plans the deletion of owned manifest ConfigMaps that neither the
 // target nor any retained or active spec needs. It runs only once a rollout
 // has settled, so a pod of an old ReplicaSet never loses its ConfigMap
-// mid-rollout (B7).
+// mid-rollout.
 func (d *decider) prune() {
 	keep := map[string]bool{
 		d.st.ManifestConfigMapName:                                            true,

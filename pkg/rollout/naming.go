@@ -332,7 +332,8 @@ func contentName(base, manifestHash string, hexLen, prefixLen int) string {
 	return prefix + "-" + digest
 }
 
-// validName is the reference's name rule: a DNS subdomain of at most 253
+// validName is the name rule of the Python (Kopf) operator this one
+// replaces: a DNS subdomain of at most 253
 // characters whose labels have at most 63.
 func validName(s string) bool {
 	return len(s) <= v1alpha1.MaxDNSSubdomainLength && dnsSubdomainRE.MatchString(s)

@@ -60,7 +60,7 @@ func (d *decider) apply(spec v1alpha1.NormalizedSpec) bool {
 
 // proven reports whether the desired model version already served from
 // this target: then a rollout or failure of the Deployment is not the
-// model's (B5, B12), and a replicas-only spec change is no rollout.
+// model's, and a replicas-only spec change is no rollout.
 func (d *decider) proven() bool {
 	if len(d.history) == 0 {
 		return false
@@ -100,22 +100,22 @@ func (d *decider) rollout(retry bool) {
 		// from now on, within the spec's progress deadline; a version that
 		// bakes is judged on its pods as soon as they change.
 		d.start(v1alpha1.RetryRequestedReason, false)
-		d.plan.WatchesPods = d.bakes()
+		d.plan.WatchesPods = d.bakeRequired()
 		return
 	}
 	ours := !proven || d.old.Phase == v1alpha1.PhaseRollingOut
 	switch {
-	case ours && dep.Spec.Paused && !RolloutComplete(dep) && !d.baking():
+	case ours && dep.Spec.Paused && !RolloutComplete(dep) && !d.bakeRecorded():
 		// The owner paused the Deployment: the model's rollout waits for
 		// it, whatever the controller has observed (Argo CD calls a paused
 		// Deployment Suspended before it looks at anything else). A bake
 		// goes on judging its pods: a crash while paused fails it now.
 		d.st.Phase = v1alpha1.PhaseRollingOut
 		d.conditions(targetPausedTuple, reconciling)
-	case !ControllerObserved(dep) && d.baking():
+	case !ControllerObserved(dep) && d.bakeRecorded():
 		// A scale-up (an HPA) during the bake: the bake goes on, judged
 		// by the pods, once the controller has observed the change.
-		d.bake(false)
+		d.judgeBake(false)
 	case !ControllerObserved(dep):
 		d.awaitController(ours)
 	case !ours:
@@ -129,13 +129,15 @@ func (d *decider) rollout(retry bool) {
 		// back on (recorded first; the next pass applies it).
 		d.restoreStrategy()
 		d.rolling()
-	case d.baking() || (d.bakes() && RolloutComplete(dep)):
+	case d.bakeRecorded() || (d.bakeRequired() && RolloutComplete(dep)):
 		// The rollout completed: the version bakes before it is Ready. A
 		// pod that restarts makes the Deployment incomplete for a moment;
 		// the bake, not a new rollout, judges that.
-		d.bake(RolloutComplete(dep))
+		d.judgeBake(RolloutComplete(dep))
+	case RolloutComplete(dep) && proven:
+		d.stillServing()
 	case RolloutComplete(dep):
-		d.ready(!proven)
+		d.rolloutSucceeded()
 	default:
 		d.rolling()
 	}
@@ -155,7 +157,7 @@ func (d *decider) failedNow(dep *appsv1.Deployment) bool {
 	if d.deploymentFailed(dep, since.Time) {
 		return !RolloutComplete(dep)
 	}
-	if d.baking() {
+	if d.bakeRecorded() {
 		// The retried rollout completed and bakes: the retry's deadline
 		// was the rollout's; a pod replaced by a drain or an HPA's
 		// scale-up during the bake is the bake's to judge.
@@ -390,7 +392,7 @@ func (d *decider) serving(dep *appsv1.Deployment) {
 	case oldTemplatePods(dep):
 		d.conditions(deploymentRollingTuple, reconciling)
 	case RolloutComplete(dep):
-		d.ready(false)
+		d.stillServing()
 	case dep.Status.AvailableReplicas == 0 || replicaFailure(dep):
 		d.unavailable(reconciling)
 	default:
@@ -399,10 +401,21 @@ func (d *decider) serving(dep *appsv1.Deployment) {
 	}
 }
 
-// ready reports the desired spec serving and retains it. rolledOut is true
-// when the model's own rollout just completed: only then is it announced
-// (RolloutSucceeded) and counted.
-func (d *decider) ready(rolledOut bool) {
+// rolloutSucceeded reports the desired spec Ready after the model's own
+// rollout (and bake) completed: announced (RolloutSucceeded) and counted.
+func (d *decider) rolloutSucceeded() { d.serveDesired(true) }
+
+// stillServing reports the desired spec Ready when it was serving already
+// (a pass over a steady model, a Deployment that came back): nothing is
+// announced.
+func (d *decider) stillServing() { d.serveDesired(false) }
+
+// serveDesired records the desired spec as the one serving: the status
+// says Ready, the spec joins the history of successful versions, and the
+// manifest ConfigMaps no retained version needs are pruned. announce is
+// rolloutSucceeded's (a model that was not Ready or rolling out is
+// announced too).
+func (d *decider) serveDesired(announce bool) {
 	created, ok := d.ensureManifest(d.desired)
 	if !ok {
 		return
@@ -413,7 +426,7 @@ func (d *decider) ready(rolledOut bool) {
 		// ManifestMismatch the operator deleted it: no drift.)
 		d.recordDrift([]Drift{{Field: "configmap " + d.pointerFor(d.desired).cmName, Removed: true}})
 	}
-	announce := rolledOut || (d.old.Phase != v1alpha1.PhaseReady && d.old.Phase != v1alpha1.PhaseRollingOut)
+	announce = announce || (d.old.Phase != v1alpha1.PhaseReady && d.old.Phase != v1alpha1.PhaseRollingOut)
 	d.st.Phase = v1alpha1.PhaseReady
 	d.st.ActiveVersion = d.desired.Version
 	d.st.AppliedSpecHash = d.hash

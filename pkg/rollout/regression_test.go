@@ -14,7 +14,9 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
-// One regression test per reference bug the contract fixes (reference §10).
+// One regression test per bug of the Python (Kopf) operator this one
+// replaces that its successor fixes, numbered B1–B31 as in
+// docs/decisions.md.
 
 // B2: ContainerNotFound and TargetConflict recover by themselves.
 func TestB2RecoverableBlockersRecover(t *testing.T) {

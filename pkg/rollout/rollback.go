@@ -82,7 +82,7 @@ func (d *decider) rolloutFailedWith(eventMsg, degradedReason, degradedMsg string
 // Nothing re-applies the failed spec.
 func (d *decider) heldAfterFailure() {
 	if d.st.RollbackSpec != nil {
-		d.monitor(*d.st.RollbackSpec, false)
+		d.monitorAutomatic(*d.st.RollbackSpec)
 		return
 	}
 	tp := d.failureCause(failedTuple)
@@ -95,15 +95,29 @@ func (d *decider) heldAfterFailure() {
 	d.prune()
 }
 
+// rollbackStates are the states a rollback reports while it runs, once it
+// holds and when it failed.
+type rollbackStates struct{ inProgress, done, failed tuple }
+
+// monitorAutomatic is monitor for the automatic rollback of a failed
+// spec to r: its states keep the failure's cause.
+func (d *decider) monitorAutomatic(r v1alpha1.NormalizedSpec) bool {
+	return d.monitor(r, rollbackStates{d.failureCause(rollbackMonitorTuple), d.failureCause(rollbackSucceededTuple), d.failureCause(rollbackFailedTuple)})
+}
+
+// monitorManual is monitor for the rollback to r the rollback-to
+// annotation asks for: a hold, not a failure of the desired spec.
+func (d *decider) monitorManual(r v1alpha1.NormalizedSpec) bool {
+	return d.monitor(r, rollbackStates{manualRollbackTuple, manualHeldTuple, rollbackFailedTuple})
+}
+
 // monitor applies a rollback to r when the target does not carry it yet
-// (the recorded decision, or another manager's change), then watches it. It
-// reports false when a manifest conflict blocks the rollback.
-func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
+// (the recorded decision, or another manager's change), then watches it,
+// reporting states. It reports false when a manifest conflict blocks the
+// rollback.
+func (d *decider) monitor(r v1alpha1.NormalizedSpec, states rollbackStates) bool {
 	dep := d.obs.Deployment
-	inProgress, done, failed := d.failureCause(rollbackMonitorTuple), d.failureCause(rollbackSucceededTuple), d.failureCause(rollbackFailedTuple)
-	if manual {
-		inProgress, done, failed = manualRollbackTuple, manualHeldTuple, rollbackFailedTuple
-	}
+	inProgress, done, failed := states.inProgress, states.done, states.failed
 	d.st.Phase = v1alpha1.PhaseRolledBack
 	p := d.pointerFor(r)
 	if !p.matches(dep) && p.onlyBookkeeping(dep) {
@@ -164,10 +178,11 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, manual bool) bool {
 
 // manualRollback serves openmed.ai/rollback-to: any retained version, the
 // newest spec with it, on the current target. A rejected request changes
-// nothing and clears as soon as the annotation does (B3). An accepted one
+// nothing and clears as soon as the annotation does. An accepted one
 // holds the resource at that version while the annotation stays; it does not
-// mark the desired spec as failed (B15), and once started it is only watched,
-// so a failed manual rollback does not loop (B4). The annotation itself is
+// mark the desired spec as failed, and once started it is only watched,
+// so a failed manual rollback does not loop
+// (docs/decisions.md, Manual rollback). The annotation itself is
 // the durable record of the decision, so the rollback is applied at once.
 func (d *decider) manualRollback(version string) {
 	entry, found := findVersion(d.history, version)
@@ -180,7 +195,7 @@ func (d *decider) manualRollback(version string) {
 	r := onTarget(entry.Spec, d.desired)
 	request := ManualRollbackPrefix + entry.Version
 	if d.old.RollbackRequest == request && d.old.RollbackSpec != nil && SpecHash(*d.old.RollbackSpec) == SpecHash(r) {
-		d.monitor(r, true)
+		d.monitorManual(r)
 		return
 	}
 	d.st.RollbackSpec = r.DeepCopy()
@@ -188,7 +203,7 @@ func (d *decider) manualRollback(version string) {
 	d.st.RollbackCount++
 	d.st.RetryStartedAt = nil
 	d.st.ActiveVersion = r.Version
-	if d.monitor(r, true) {
+	if d.monitorManual(r) {
 		d.event(corev1.EventTypeNormal, v1alpha1.RollbackStartedReason, EventMsgManualRollback)
 	}
 }

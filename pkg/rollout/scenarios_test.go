@@ -11,7 +11,7 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
-// The reference suite's scenarios (reference §9, tests 3–8) as sequences of
+// The reference suite's scenarios (its tests 3–8) as sequences of
 // passes over Decide, carried out on the real API server. Where the contract
 // changed the behaviour the test says how.
 
@@ -62,7 +62,7 @@ func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
 		t.Fatalf("steady pass is not a no-op: %+v", plan)
 	}
 
-	// Contract §4: the ConfigMap is immutable, so it cannot be tampered
+	// The ConfigMap is immutable, so it cannot be tampered
 	// with; deleting it is the drift left. It is recreated under the same
 	// name with no rollout, and reported as DriftCorrected.
 	c.deleteConfigMap(cmName)
@@ -162,7 +162,7 @@ func TestScenarioManualRollback(t *testing.T) {
 }
 
 // Test 7: deletion removes the pointer and restarts the target without
-// preload. Contract §4 (B19): the env entry goes away entirely instead of
+// preload. The env entry goes away entirely instead of
 // staying with an empty value, replicas and strategy stay, and the
 // operator's managedFields entry is gone.
 func TestScenarioDeleteReleasesTarget(t *testing.T) {

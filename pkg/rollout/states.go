@@ -135,7 +135,7 @@ var (
 		degraded:    t(v1alpha1.ManualRollbackReason, MsgHeldAtRetained),
 		rolledBack:  f(v1alpha1.RollbackInProgressReason, MsgRestoringRequested),
 	})
-	// A manual hold is not a failure of the desired spec (B15): Degraded
+	// A manual hold is not a failure of the desired spec (docs/decisions.md): Degraded
 	// names the manual rollback, and Ready says how to release the hold.
 	manualHeldTuple = declare((*decider).rolledBackSummary, tuple{
 		ready:       f(v1alpha1.RolledBackReason, MsgManualHeld),

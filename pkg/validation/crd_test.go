@@ -19,7 +19,7 @@ import (
 )
 
 // TestCRDServedAsGenerated reads the installed CRD back from the API server:
-// the generated YAML installs (unlike the reference's, B1) and keeps its names,
+// the generated YAML installs (unlike the Kopf operator's) and keeps its names,
 // printer columns and category.
 func TestCRDServedAsGenerated(t *testing.T) {
 	if err := apiextensionsv1.AddToScheme(env.Scheme); err != nil {

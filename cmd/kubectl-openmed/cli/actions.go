@@ -48,7 +48,7 @@ func (p mergePatch) encode() []byte {
 
 // retainedVersions are the versions a manual rollback may name, newest first,
 // as the operator resolves them: status.history or, for a status in the
-// reference operator's format, lastSuccessfulSpec then previousSuccessfulSpec;
+// Python (Kopf) operator's format, lastSuccessfulSpec then previousSuccessfulSpec;
 // at most spec.revisionHistoryLimit of them.
 func retainedVersions(m *v1alpha1.OpenMedModel) []string {
 	st := m.Status

@@ -138,7 +138,7 @@ const maxKeptEnvValue = 256
 type keptEnv struct {
 	name, value string
 	// configMap and key are valueFrom.configMapKeyRef's name and key when
-	// byKey (and the reference has no optional field).
+	// byKey (and the Kopf operator's status has no optional field).
 	byKey          bool
 	configMap, key string
 	other          *corev1.EnvVarSource

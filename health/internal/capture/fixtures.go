@@ -177,7 +177,7 @@ func (r *rig) derive() error {
 			u.Object["status"] = map[string]any{"observedGeneration": u.GetGeneration()}
 			return nil
 		}},
-		{"ready_without_active_version.yaml", "ready.yaml", "status.activeVersion removed (the reference operator's field is nullable)", func(u *unstructured.Unstructured) error {
+		{"ready_without_active_version.yaml", "ready.yaml", "status.activeVersion removed (the Kopf operator's field is nullable)", func(u *unstructured.Unstructured) error {
 			unstructured.RemoveNestedField(u.Object, "status", "activeVersion")
 			return nil
 		}},
@@ -192,7 +192,7 @@ func (r *rig) derive() error {
 		{"reference_manual_rollback_held.yaml", "manual_rollback_held.yaml"},
 	} {
 		derivations = append(derivations, derivation{ref.name, ref.source,
-			"the status in the reference (Python) operator's format: its fields and four conditions only, no Reconciling/Stalled", referenceStatus})
+			"the status in the Python (Kopf) operator's format: its fields and four conditions only, no Reconciling/Stalled", referenceStatus})
 	}
 	for _, d := range derivations {
 		// Derivations run in order, so one may start from another.
@@ -285,7 +285,7 @@ func decideInvalid(u *unstructured.Unstructured) error {
 	return nil
 }
 
-// referenceFields are the status fields the reference operator writes.
+// referenceFields are the status fields the Python (Kopf) operator writes.
 var referenceFields = map[string]bool{
 	"observedGeneration": true, "phase": true, "desiredVersion": true, "activeVersion": true, "desiredSpecHash": true,
 	"appliedSpecHash": true, "failedSpecHash": true, "manifestHash": true, "targetDeploymentGeneration": true,

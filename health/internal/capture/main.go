@@ -14,7 +14,7 @@
 // failures the ecosystem property test judges.
 //
 // A few fixtures describe statuses the operator never writes (no status at
-// all, an unknown phase, the reference operator's format, an invalid stored
+// all, an unknown phase, the Python (Kopf) operator's format, an invalid stored
 // spec): they are derived from a capture by one stated change, and their
 // header says which. The expectations stay in health/testdata/corpus.yaml,
 // written by hand; `go test ./health/...` checks every face against them.

@@ -3,7 +3,8 @@ package v1alpha1
 import "github.com/fluxcd/pkg/apis/meta"
 
 // Condition types. Ready, Reconciling and Stalled are Flux's (kstatus reads
-// them); Progressing, Degraded and RolledBack are the reference operator's.
+// them); Progressing, Degraded and RolledBack are those of the Python (Kopf)
+// operator this one replaces.
 const (
 	ReadyCondition       = meta.ReadyCondition
 	ReconcilingCondition = meta.ReconcilingCondition
