@@ -9,7 +9,6 @@ import (
 	goruntime "runtime"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -554,74 +552,4 @@ func exampleSpec(name string) (map[string]any, error) {
 	spec := objs[0].Object["spec"].(map[string]any)
 	spec["targetRef"] = map[string]any{"name": name, "containerName": "openmed-service"}
 	return spec, nil
-}
-
-// history keeps every OpenMedModel a watch event carried, per object.
-type history struct {
-	mu      sync.Mutex
-	objects map[types.NamespacedName][]*unstructured.Unstructured
-	w       watch.Interface
-	done    chan struct{}
-}
-
-func watchModels(ctx context.Context, c client.WithWatch) (*history, error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("OpenMedModelList"))
-	w, err := c.Watch(ctx, list)
-	if err != nil {
-		return nil, err
-	}
-	h := &history{objects: map[types.NamespacedName][]*unstructured.Unstructured{}, w: w, done: make(chan struct{})}
-	go func() {
-		defer close(h.done)
-		for ev := range w.ResultChan() {
-			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok {
-				continue
-			}
-			k := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
-			h.mu.Lock()
-			h.objects[k] = append(h.objects[k], u)
-			h.mu.Unlock()
-		}
-	}()
-	return h, nil
-}
-
-func (h *history) stop() {
-	h.w.Stop()
-	<-h.done
-}
-
-// await returns the first object of k the watch saw in which pred holds,
-// waiting for it if need be.
-func (h *history) await(ctx context.Context, k types.NamespacedName, what string, pred func(*unstructured.Unstructured) bool) (*unstructured.Unstructured, error) {
-	seen := 0
-	for {
-		h.mu.Lock()
-		objs := h.objects[k]
-		h.mu.Unlock()
-		for ; seen < len(objs); seen++ {
-			if pred(objs[seen]) {
-				return objs[seen], nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			last := "nothing"
-			if len(objs) > 0 {
-				last = summary(objs[len(objs)-1])
-			}
-			return nil, fmt.Errorf("waiting for %s: %s (last: %s): %w", k, what, last, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// latest is the newest object of k the watch saw.
-func (h *history) latest(k types.NamespacedName) *unstructured.Unstructured {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	objs := h.objects[k]
-	return objs[len(objs)-1]
 }
