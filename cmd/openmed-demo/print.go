@@ -6,8 +6,6 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
-
-	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
 // stageWidth pads stage names so the lines of a CI log line up.
@@ -43,7 +41,7 @@ type result struct {
 	took    time.Duration
 	// final is the model's state at the end of the stage; nil for set-up
 	// stages and stages that did not run.
-	final *localrun.Snapshot
+	final *Snapshot
 	note  string
 }
 

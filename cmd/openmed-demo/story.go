@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,10 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
-
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
-	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
@@ -66,7 +64,7 @@ type stage struct {
 	skip string
 	act  func(ctx context.Context) error
 	// done says when the model has reached the stage's end state.
-	done func(localrun.Snapshot) bool
+	done func(Snapshot) bool
 	// note describes what the stage showed, for the summary.
 	note func(watchStats) string
 }
@@ -85,8 +83,8 @@ type watchStats struct {
 
 func (s *story) stages() []stage {
 	v1 := s.model.Spec.Version
-	servingAt := func(version string) func(localrun.Snapshot) bool {
-		return func(snap localrun.Snapshot) bool {
+	servingAt := func(version string) func(Snapshot) bool {
+		return func(snap Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseReady && snap.ActiveVersion == version && snap.KStatus == kstatus.CurrentStatus
 		}
 	}
@@ -116,7 +114,7 @@ func (s *story) stages() []stage {
 		intro: fmt.Sprintf("change spec.version to %s, whose pods never become ready; after %s the Deployment reports ProgressDeadlineExceeded and the operator restores %s", s.brokenVersion, s.deadline, s.upgradeVersion),
 		skip:  neverReadySkip,
 		act:   func(ctx context.Context) error { return s.applyVersion(ctx, s.brokenVersion) },
-		done: func(snap localrun.Snapshot) bool {
+		done: func(snap Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == s.upgradeVersion &&
 				snap.KStatus == kstatus.FailedStatus && deploymentSettled(snap)
 		},
@@ -135,7 +133,7 @@ func (s *story) stages() []stage {
 			s.crashingVersion, s.bakeSeconds(), s.crashAfter, s.upgradeVersion),
 		skip: crashSkip,
 		act:  func(ctx context.Context) error { return s.apply(ctx, s.crashingVersion, s.bakeSeconds()) },
-		done: func(snap localrun.Snapshot) bool {
+		done: func(snap Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == s.upgradeVersion &&
 				snap.KStatus == kstatus.FailedStatus && deploymentSettled(snap)
 		},
@@ -152,7 +150,7 @@ func (s *story) stages() []stage {
 		name:  "manual-rollback",
 		intro: fmt.Sprintf("annotate %s=%s: roll back by hand to a retained version", v1alpha1.RollbackToAnnotation, v1),
 		act:   func(ctx context.Context) error { return s.annotateRollback(ctx, &v1) },
-		done: func(snap localrun.Snapshot) bool {
+		done: func(snap Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == v1 &&
 				snap.Condition(v1alpha1.ReconcilingCondition) == "-" && deploymentSettled(snap)
 		},
@@ -166,7 +164,7 @@ func (s *story) stages() []stage {
 
 // deploymentSettled is true when every replica runs the current template and
 // is available.
-func deploymentSettled(snap localrun.Snapshot) bool {
+func deploymentSettled(snap Snapshot) bool {
 	d := snap.Deployment
 	return d != nil && d.Updated == d.Replicas && d.Available == d.Replicas && d.Ready == d.Replicas
 }
@@ -210,7 +208,7 @@ func (s *story) play(ctx context.Context) ([]result, error) {
 // stage's end state is reached. A watch on the target Deployment runs beside
 // the display, so short-lived Deployment states (the operator reacts to
 // ProgressDeadlineExceeded within milliseconds) are seen too.
-func (s *story) runStage(ctx context.Context, st stage) (*localrun.Snapshot, watchStats, error) {
+func (s *story) runStage(ctx context.Context, st stage) (*Snapshot, watchStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.deadline+s.stageTimeout)
 	defer cancel()
 	w := &deploymentWatch{stats: watchStats{minAvailable: -1}}
@@ -228,7 +226,7 @@ func (s *story) runStage(ctx context.Context, st stage) (*localrun.Snapshot, wat
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	var last string
-	var snap *localrun.Snapshot
+	var snap *Snapshot
 	var baking, bakeFailed bool
 	for {
 		cur, err := s.observe(ctx)
@@ -303,19 +301,19 @@ func (s *story) watchDeployment(ctx context.Context, stage string, w *deployment
 }
 
 // observe reads the model and its target.
-func (s *story) observe(ctx context.Context) (localrun.Snapshot, error) {
+func (s *story) observe(ctx context.Context) (Snapshot, error) {
 	m := &v1alpha1.OpenMedModel{}
 	if err := s.c.Get(ctx, client.ObjectKeyFromObject(s.model), m); err != nil {
-		return localrun.Snapshot{}, err
+		return Snapshot{}, err
 	}
 	d := &appsv1.Deployment{}
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: rollout.TargetName(m)}, d); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return localrun.Snapshot{}, err
+			return Snapshot{}, err
 		}
 		d = nil
 	}
-	return localrun.Observe(m, d)
+	return Observe(m, d)
 }
 
 // createTarget creates the model's namespace and the chart's objects the way

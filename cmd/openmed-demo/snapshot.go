@@ -1,4 +1,4 @@
-package localrun
+package main
 
 import (
 	"fmt"
