@@ -73,14 +73,8 @@ func (d *inputDigest) add(kind byte, name, version string) {
 
 func (d *inputDigest) value() uint64 { return d.sum ^ d.n*0x9e3779b97f4a7c15 }
 
-// The inputs of a pass, declared once: each field of rollout.Observed a
-// pass takes from the caches, how the observed struct holds it and how the
-// reconciler's stores hold it now. Both digests walk this one list, so a
-// pass and the backstop pass that compares with it read the same inputs;
-// observedFields says, for every other field of rollout.Observed, why it
-// needs no place in the digest (TestObservedFieldsAreInputs holds the two
-// to the struct).
-var passInputs = []struct {
+// passInput is one input of a pass (passInputs).
+type passInput struct {
 	// kind tells the input's entries apart in the digest; field is the
 	// field of rollout.Observed.
 	kind  byte
@@ -89,7 +83,16 @@ var passInputs = []struct {
 	// what the stores hold now.
 	observed func(d *inputDigest, kind byte, obj *v1alpha1.OpenMedModel, o *rollout.Observed)
 	cached   func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel)
-}{
+}
+
+// The inputs of a pass, declared once: each field of rollout.Observed a
+// pass takes from the caches, how the observed struct holds it and how the
+// reconciler's stores hold it now. Both digests walk this one list, so a
+// pass and the backstop pass that compares with it read the same inputs;
+// observedFields says, for every other field of rollout.Observed, why it
+// needs no place in the digest (TestObservedFieldsAreInputs holds the two
+// to the struct).
+var passInputs = []passInput{
 	{kind: 'd', field: "Deployment",
 		observed: func(d *inputDigest, kind byte, obj *v1alpha1.OpenMedModel, o *rollout.Observed) {
 			desired, _ := rollout.TargetNames(obj)
@@ -179,21 +182,22 @@ const modelInput = 'm'
 // observedInputs digests what a pass read: obj as it started, and what it
 // observed from the caches.
 func observedInputs(obj *v1alpha1.OpenMedModel, o *rollout.Observed) uint64 {
-	var d inputDigest
-	d.add(modelInput, obj.Name, obj.ResourceVersion)
-	for _, in := range passInputs {
-		in.observed(&d, in.kind, obj, o)
-	}
-	return d.value()
+	return digestInputs(obj, func(d *inputDigest, in *passInput) { in.observed(d, in.kind, obj, o) })
 }
 
 // cachedInputs digests what a pass of obj would read from the caches now,
 // as observe reads it, without building the objects.
 func (r *OpenMedModelReconciler) cachedInputs(obj *v1alpha1.OpenMedModel) uint64 {
+	return digestInputs(obj, func(d *inputDigest, in *passInput) { in.cached(d, in.kind, r, obj) })
+}
+
+// digestInputs digests obj's own entry and what add adds for each of
+// passInputs.
+func digestInputs(obj *v1alpha1.OpenMedModel, add func(*inputDigest, *passInput)) uint64 {
 	var d inputDigest
 	d.add(modelInput, obj.Name, obj.ResourceVersion)
-	for _, in := range passInputs {
-		in.cached(&d, in.kind, r, obj)
+	for i := range passInputs {
+		add(&d, &passInputs[i])
 	}
 	return d.value()
 }
