@@ -167,6 +167,10 @@ type faceSample struct {
 	rv int64
 	// err says which face could not judge the version.
 	err string
+	// written is when the version's status was written: the newest time
+	// of the managedFields entries of the status subresource (the API
+	// server's clock, to the second).
+	written time.Time
 }
 
 type faceWatch struct {
@@ -238,6 +242,11 @@ func startFaceWatch(t *testing.T, ns string) *faceWatch {
 			}
 			smp.summary = fmt.Sprintf("resourceVersion %s Ready=%s %s", u.GetResourceVersion(), smp.ready, goFace.Message)
 			smp.rv, _ = strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+			for _, e := range u.GetManagedFields() {
+				if e.Subresource == "status" && e.Time != nil && e.Time.After(smp.written) {
+					smp.written = e.Time.Time
+				}
+			}
 			s.mu.Lock()
 			s.samples = append(s.samples, smp)
 			s.versions[u.GetResourceVersion()] = true
@@ -262,6 +271,23 @@ func (s *faceWatch) stop(t *testing.T, rv string) []faceSample {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]faceSample(nil), s.samples...)
+}
+
+// firstWritten returns when the first watched version whose Ready
+// condition reads ready ("False/Unschedulable") was written, waiting up to
+// 30 s for the watch to deliver one; false if none came.
+func (s *faceWatch) firstWritten(ready string) (time.Time, bool) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		s.mu.Lock()
+		for _, smp := range s.samples {
+			if smp.ready == ready {
+				s.mu.Unlock()
+				return smp.written, !smp.written.IsZero()
+			}
+		}
+		s.mu.Unlock()
+	}
+	return time.Time{}, false
 }
 
 // depVersion is one stored version of the target Deployment.

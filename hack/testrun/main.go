@@ -181,8 +181,10 @@ var (
 	testCell = regexp.MustCompile("^`(Test[^` ]*|Example[^` ]*)`$")
 )
 
-// readClaims reads the rows of the markdown table in path whose last two
-// cells are a package directory and a test.
+// readClaims reads the claims tables of the markdown document path: the
+// tables whose header's last two cells are "package" and "test". Every row
+// of such a table must name a package directory and a test; other tables
+// are not read.
 func readClaims(path string) ([]Claim, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -193,22 +195,30 @@ func readClaims(path string) ([]Claim, error) {
 
 func parseClaims(doc string) ([]Claim, error) {
 	var out []Claim
+	inTable := false
 	for n, line := range strings.Split(doc, "\n") {
 		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "| ---") || strings.HasPrefix(line, "|---") {
+		if !strings.HasPrefix(line, "|") {
+			inTable = false
+			continue
+		}
+		if strings.HasPrefix(line, "| ---") || strings.HasPrefix(line, "|---") {
 			continue
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
-		if len(cells) < 3 {
-			continue
-		}
 		for i := range cells {
 			cells[i] = strings.TrimSpace(cells[i])
 		}
-		pkg, test := cells[len(cells)-2], cells[len(cells)-1]
-		pm, tm := pkgCell.FindStringSubmatch(pkg), testCell.FindStringSubmatch(test)
-		if pm == nil && tm == nil {
-			continue // the header
+		if len(cells) >= 3 && cells[len(cells)-2] == "package" && cells[len(cells)-1] == "test" {
+			inTable = true // a claims table's header
+			continue
+		}
+		if !inTable {
+			continue
+		}
+		var pm, tm []string
+		if len(cells) >= 3 {
+			pm, tm = pkgCell.FindStringSubmatch(cells[len(cells)-2]), testCell.FindStringSubmatch(cells[len(cells)-1])
 		}
 		if pm == nil || tm == nil {
 			return nil, fmt.Errorf("line %d: the last two cells must be a package (`./pkg/...`) and a test (`TestX/sub`): %q", n+1, line)

@@ -43,9 +43,20 @@ func TestClaimsCheck(t *testing.T) {
 	}
 }
 
+// TestClaimsRowsMustNameATest: every row of a claims table (a table whose
+// header ends in "package" and "test") names a package and a test, or the
+// run fails; other tables are not read.
 func TestClaimsRowsMustNameATest(t *testing.T) {
+	other := "| mutant | the test that must fail |\n| --- | --- |\n| `x`: y | `TestA`: z |\n\n| claim | package | test |\n| --- | --- | --- |\n| x | `./pkg/rollout` | `TestA` |\n"
+	if got, err := parseClaims(other); err != nil || len(got) != 1 {
+		t.Errorf("parseClaims with another table: %v, %v", got, err)
+	}
 	for _, doc := range []string{
 		"| claim | package | test |\n| --- | --- | --- |\n| x | `./pkg/rollout` | TestNoBackticks |\n",
+		// A row whose last two cells both fail the patterns was once
+		// taken for a header and skipped.
+		"| claim | package | test |\n| --- | --- | --- |\n| x | `./pkg/rollout` | `TestA` |\n| y | pkg/rollout | TestB |\n",
+		"| claim | package | test |\n| --- | --- | --- |\n| only two cells | `TestA` |\n",
 		"no table at all\n",
 	} {
 		if _, err := parseClaims(doc); err == nil {
