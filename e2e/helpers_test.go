@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/health/snapshot"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -118,7 +119,7 @@ func readyModel(t *testing.T, ns, version, operator string, mutate func(*appsv1.
 type state struct {
 	m    *v1alpha1.OpenMedModel
 	d    *appsv1.Deployment
-	snap localrun.Snapshot
+	snap snapshot.Snapshot
 }
 
 func (s state) String() string { return s.snap.String() }
@@ -133,7 +134,7 @@ func read(t *testing.T, ns string) state {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: modelName}, s.d); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := localrun.Observe(s.m, s.d)
+	snap, err := snapshot.Observe(s.m, s.d)
 	if err != nil {
 		t.Fatal(err)
 	}

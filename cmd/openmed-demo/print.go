@@ -6,6 +6,8 @@ import (
 	"sync"
 	"text/tabwriter"
 	"time"
+
+	"github.com/openmed/openmed-operator/health/snapshot"
 )
 
 // stageWidth pads stage names so the lines of a CI log line up.
@@ -41,7 +43,7 @@ type result struct {
 	took    time.Duration
 	// final is the model's state at the end of the stage; nil for set-up
 	// stages and stages that did not run.
-	final *Snapshot
+	final *snapshot.Snapshot
 	note  string
 }
 

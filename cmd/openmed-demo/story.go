@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/health/snapshot"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
@@ -64,7 +65,7 @@ type stage struct {
 	skip string
 	act  func(ctx context.Context) error
 	// done says when the model has reached the stage's end state.
-	done func(Snapshot) bool
+	done func(snapshot.Snapshot) bool
 	// note describes what the stage showed, for the summary.
 	note func(watchStats) string
 }
@@ -83,8 +84,8 @@ type watchStats struct {
 
 func (s *story) stages() []stage {
 	v1 := s.model.Spec.Version
-	servingAt := func(version string) func(Snapshot) bool {
-		return func(snap Snapshot) bool {
+	servingAt := func(version string) func(snapshot.Snapshot) bool {
+		return func(snap snapshot.Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseReady && snap.ActiveVersion == version && snap.KStatus == kstatus.CurrentStatus
 		}
 	}
@@ -114,7 +115,7 @@ func (s *story) stages() []stage {
 		intro: fmt.Sprintf("change spec.version to %s, whose pods never become ready; after %s the Deployment reports ProgressDeadlineExceeded and the operator restores %s", s.brokenVersion, s.deadline, s.upgradeVersion),
 		skip:  neverReadySkip,
 		act:   func(ctx context.Context) error { return s.applyVersion(ctx, s.brokenVersion) },
-		done: func(snap Snapshot) bool {
+		done: func(snap snapshot.Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == s.upgradeVersion &&
 				snap.KStatus == kstatus.FailedStatus && deploymentSettled(snap)
 		},
@@ -133,7 +134,7 @@ func (s *story) stages() []stage {
 			s.crashingVersion, s.bakeSeconds(), s.crashAfter, s.upgradeVersion),
 		skip: crashSkip,
 		act:  func(ctx context.Context) error { return s.apply(ctx, s.crashingVersion, s.bakeSeconds()) },
-		done: func(snap Snapshot) bool {
+		done: func(snap snapshot.Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == s.upgradeVersion &&
 				snap.KStatus == kstatus.FailedStatus && deploymentSettled(snap)
 		},
@@ -150,7 +151,7 @@ func (s *story) stages() []stage {
 		name:  "manual-rollback",
 		intro: fmt.Sprintf("annotate %s=%s: roll back by hand to a retained version", v1alpha1.RollbackToAnnotation, v1),
 		act:   func(ctx context.Context) error { return s.annotateRollback(ctx, &v1) },
-		done: func(snap Snapshot) bool {
+		done: func(snap snapshot.Snapshot) bool {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == v1 &&
 				snap.Condition(v1alpha1.ReconcilingCondition) == "-" && deploymentSettled(snap)
 		},
@@ -164,7 +165,7 @@ func (s *story) stages() []stage {
 
 // deploymentSettled is true when every replica runs the current template and
 // is available.
-func deploymentSettled(snap Snapshot) bool {
+func deploymentSettled(snap snapshot.Snapshot) bool {
 	d := snap.Deployment
 	return d != nil && d.Updated == d.Replicas && d.Available == d.Replicas && d.Ready == d.Replicas
 }
@@ -208,7 +209,7 @@ func (s *story) play(ctx context.Context) ([]result, error) {
 // stage's end state is reached. A watch on the target Deployment runs beside
 // the display, so short-lived Deployment states (the operator reacts to
 // ProgressDeadlineExceeded within milliseconds) are seen too.
-func (s *story) runStage(ctx context.Context, st stage) (*Snapshot, watchStats, error) {
+func (s *story) runStage(ctx context.Context, st stage) (*snapshot.Snapshot, watchStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.deadline+s.stageTimeout)
 	defer cancel()
 	w := &deploymentWatch{stats: watchStats{minAvailable: -1}}
@@ -226,7 +227,7 @@ func (s *story) runStage(ctx context.Context, st stage) (*Snapshot, watchStats, 
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	var last string
-	var snap *Snapshot
+	var snap *snapshot.Snapshot
 	var baking, bakeFailed bool
 	for {
 		cur, err := s.observe(ctx)
@@ -301,19 +302,19 @@ func (s *story) watchDeployment(ctx context.Context, stage string, w *deployment
 }
 
 // observe reads the model and its target.
-func (s *story) observe(ctx context.Context) (Snapshot, error) {
+func (s *story) observe(ctx context.Context) (snapshot.Snapshot, error) {
 	m := &v1alpha1.OpenMedModel{}
 	if err := s.c.Get(ctx, client.ObjectKeyFromObject(s.model), m); err != nil {
-		return Snapshot{}, err
+		return snapshot.Snapshot{}, err
 	}
 	d := &appsv1.Deployment{}
 	if err := s.c.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: rollout.TargetName(m)}, d); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return Snapshot{}, err
+			return snapshot.Snapshot{}, err
 		}
 		d = nil
 	}
-	return Observe(m, d)
+	return snapshot.Observe(m, d)
 }
 
 // createTarget creates the model's namespace and the chart's objects the way

@@ -1,4 +1,8 @@
-package main
+// Package snapshot reads an OpenMedModel and its target Deployment at one
+// moment the way a person, Argo CD and Flux each see it: phase and
+// conditions, the Argo CD health verdict and kstatus. The demo prints it and
+// the end-to-end tests wait on it.
+package snapshot
 
 import (
 	"fmt"
