@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
@@ -107,13 +108,19 @@ func assertDriftReported(t *testing.T, ns, name, field, manager string) {
 }
 
 // TestSteadyStateMakesNoWrites: once Ready, passes triggered by watch events
-// (a Deployment status update, a resync request) write nothing.
+// (a Deployment status update) write nothing. The updates must cause
+// passes (openmed_passes_total{woken_by="event"}), or the test would show
+// only that nothing ran.
 func TestSteadyStateMakesNoWrites(t *testing.T) {
 	ns := newNamespace(t)
-	op := startOperator(t)
+	op := startOperatorIn(t, ns)
 	readyModel(t, ns, "svc")
 	time.Sleep(time.Second) // let the last events and status writes land
 	before, _ := op.writes.snapshot()
+	passes := func() float64 {
+		return op.metric(t, controllers.MetricPasses, map[string]string{"woken_by": "event"})
+	}
+	passesBefore := passes()
 
 	// Wake the reconciler several times without changing anything it owns.
 	for i := 0; i < 5; i++ {
@@ -127,6 +134,11 @@ func TestSteadyStateMakesNoWrites(t *testing.T) {
 	after, counts := op.writes.snapshot()
 	if after != before {
 		t.Errorf("steady state made %d writes: %v", after-before, counts)
+	}
+	// Each update is a watch event for the model's target; the queue may
+	// fold two that come together into one pass, never all of them.
+	if caused := passes() - passesBefore; caused < 3 {
+		t.Errorf("the 5 Deployment status updates caused %v passes, want at least 3: nothing was measured", caused)
 	}
 	t.Logf("writes during the measured window: %d (total since start %d)", after-before, after)
 }

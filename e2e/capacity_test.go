@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -357,9 +358,16 @@ func TestReplaceInPlace(t *testing.T) {
 		declared := read(t, ns).d.Spec.Strategy
 		w := watchDeployment(t, ns)
 		replaceInPlace(t, ns, v2, 1, 300)
-		waitState(t, ns, "the switch recorded", func(s state) bool { return s.m.Status.ReplaceInPlace != nil })
+		// Killed while switched: the record written and the Deployment
+		// replacing in place, the declared strategy not restored yet.
+		waitState(t, ns, "the switch recorded and written", func(s state) bool {
+			return s.m.Status.ReplaceInPlace != nil && switchedInPlace(s.d)
+		})
 		if err := op.Kill(); err != nil {
 			t.Fatal(err)
+		}
+		if s := read(t, ns); s.m.Status.ReplaceInPlace == nil || !switchedInPlace(s.d) {
+			t.Fatalf("the operator was killed after the restore (record %+v, strategy %+v): the restart finishes nothing", s.m.Status.ReplaceInPlace, s.d.Spec.Strategy)
 		}
 		replicaSets := countReplicaSets(t, ns)
 		op2, err := launchOperator(ctx, "inplace-2", operatorLabel+"=inplace")
@@ -379,6 +387,17 @@ func TestReplaceInPlace(t *testing.T) {
 			t.Errorf("fewest available %d; templates %v", w.minAvailable, slices.Compact(w.templates))
 		}
 	})
+}
+
+// switchedInPlace is whether d replaces pods in place (no surge), as the
+// operator switches it.
+func switchedInPlace(d *appsv1.Deployment) bool {
+	ru := d.Spec.Strategy.RollingUpdate
+	if ru == nil || ru.MaxSurge == nil {
+		return false
+	}
+	surge := *ru.MaxSurge
+	return (surge.Type == intstr.Int && surge.IntVal == 0) || surge.StrVal == "0" || surge.StrVal == "0%"
 }
 
 // replaceInPlace sets the version with whenUnschedulable: ReplaceInPlace,

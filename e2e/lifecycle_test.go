@@ -91,7 +91,9 @@ func TestBakeOnRealPodLifecycles(t *testing.T) {
 			p := getPod(t, ns, pod.Name)
 			return p.Status.Phase == corev1.PodFailed && p.Status.Reason == "Evicted", string(p.Status.Phase)
 		})
-		waitState(t, ns, "Ready at "+v2+" after the bake", bakedV2)
+		evicted := time.Now()
+		s := waitState(t, ns, "Ready at "+v2+" after the bake", bakedV2)
+		landedDuringBake(t, s, "eviction", evicted)
 		rec.stop()
 		noRollback(t, ns, rec, []string{v1Hash, v2Hash})
 	})
@@ -114,7 +116,9 @@ func TestBakeOnRealPodLifecycles(t *testing.T) {
 				return s != nil && s.RestartCount == 1, fmt.Sprintf("%+v", s)
 			})
 		}
-		waitState(t, ns, "Ready at "+v2+" after the bake", bakedV2)
+		restarted := time.Now()
+		s := waitState(t, ns, "Ready at "+v2+" after the bake", bakedV2)
+		landedDuringBake(t, s, "sidecar restarts", restarted)
 		rec.stop()
 		noRollback(t, ns, rec, []string{v1Hash, v2Hash})
 	})
@@ -216,6 +220,19 @@ func waitBaking(t *testing.T, ns string) {
 func bakedV2(s state) bool {
 	return s.snap.Observed() && s.m.Status.Phase == v1alpha1.PhaseReady && s.m.Status.ActiveVersion == v2 && settled(s.d) &&
 		len(s.m.Status.History) > 0 && s.m.Status.History[0].Version == v2
+}
+
+// landedDuringBake fails the test unless the fault, seen done at seen,
+// landed before the bake of s ended: a fault after the bake tests nothing.
+// The bake's end is the history's readyAt, written to the second: a fault
+// seen within that second counts as during the bake.
+func landedDuringBake(t *testing.T, s state, fault string, seen time.Time) {
+	t.Helper()
+	end := s.m.Status.History[0].ReadyAt.Time
+	if !seen.Before(end.Add(time.Second)) {
+		t.Errorf("the %s was seen done at %s, after the bake ended at %s: the bake was not tested against it",
+			fault, seen.UTC().Format(time.RFC3339Nano), end.UTC().Format(time.RFC3339))
+	}
 }
 
 // noRollback checks that a bake ended Ready without a failure: no

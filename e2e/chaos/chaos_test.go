@@ -547,9 +547,18 @@ func (r *runner) supervise(op *localrun.Operator, n int) {
 		r.mu.Unlock()
 		return
 	}
-	why := "operator-" + strconv.Itoa(n) + " exited by itself: " + lastLine(op.LogPath(), "leader election lost")
+	// The one exit the run causes without ending the process itself: a
+	// lease not renewed in time (the faults, or a machine too busy for the
+	// 3 s renew deadline) ends the process, as controller-runtime does.
+	// Any other exit (a panic, a fatal error) is the operator's failure.
+	cause, explained := lastLine(op.LogPath(), "leader election lost")
+	why := "operator-" + strconv.Itoa(n) + " exited by itself: " + cause
 	r.selfExits = append(r.selfExits, why)
 	r.mu.Unlock()
+	if !explained {
+		r.t.Errorf("operator-%d exited by itself and its log does not show the cause the run injects (leader election lost); its log ends:\n%s",
+			n, localrun.Tail(op.LogPath(), 30))
+	}
 	r.t.Log(why + "; restarting it, as the kubelet would")
 	if _, err := r.launch(); err != nil {
 		r.t.Errorf("restarting after %s: %v", why, err)
@@ -574,20 +583,20 @@ func (r *runner) stopAll() {
 	r.wg.Wait()
 }
 
-// lastLine is the last line of the file at path that contains want, or the
-// last line of it.
-func lastLine(path, want string) string {
+// lastLine is the last line of the file at path that contains want and
+// true, or the file's last line (or why it could not be read) and false.
+func lastLine(path, want string) (string, bool) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return err.Error()
+		return err.Error(), false
 	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	for i := len(lines) - 1; i >= 0; i-- {
 		if strings.Contains(lines[i], want) {
-			return lines[i]
+			return lines[i], true
 		}
 	}
-	return lines[len(lines)-1]
+	return lines[len(lines)-1], false
 }
 
 // killer SIGKILLs the running operator kills times at random moments and

@@ -9,7 +9,8 @@
 //
 // A claims table row names its test in its last two cells: the package
 // directory (`./pkg/rollout`) and the test (`TestBake/the_label_is_put_back`,
-// a subtest as `go test -run` names it).
+// a subtest as `go test -run` names it, or `TestX/*` for every case of a
+// table test).
 package main
 
 import (
@@ -160,16 +161,47 @@ func report(r io.Reader, w io.Writer) map[string]string {
 	return results
 }
 
-// check lists the claims whose test did not pass in results.
+// check lists the claims whose test did not pass in results. A claim shown
+// by a test with subtests is shown by all of them: a subtest skipped under
+// it fails the claim. A claim that names a test which ran several subtests
+// must name the subtest that shows it (a deleted subtest would go unseen),
+// or end in "/*" when the claim is about every case of a table.
 func check(table []Claim, results map[string]string) []string {
 	var bad []string
 	for _, c := range table {
-		switch got := results[c.Package+" "+c.Test]; got {
+		test, every := strings.CutSuffix(c.Test, "/*")
+		switch got := results[c.Package+" "+test]; got {
 		case "pass":
 		case "":
-			bad = append(bad, fmt.Sprintf("%s %s did not run (removed or renamed?): %q", c.Package, c.Test, c.Text))
+			bad = append(bad, fmt.Sprintf("%s %s did not run (removed or renamed?): %q", c.Package, test, c.Text))
+			continue
 		default:
-			bad = append(bad, fmt.Sprintf("%s %s: %s: %q", c.Package, c.Test, got, c.Text))
+			bad = append(bad, fmt.Sprintf("%s %s: %s: %q", c.Package, test, got, c.Text))
+			continue
+		}
+		var skipped, children []string
+		for key, action := range results {
+			sub, ok := strings.CutPrefix(key, c.Package+" "+test+"/")
+			if !ok {
+				continue
+			}
+			if action == "skip" {
+				skipped = append(skipped, test+"/"+sub)
+			}
+			if !strings.Contains(sub, "/") {
+				children = append(children, sub)
+			}
+		}
+		sort.Strings(skipped)
+		sort.Strings(children)
+		switch {
+		case len(skipped) > 0:
+			bad = append(bad, fmt.Sprintf("%s %s: subtests skipped: %s: %q", c.Package, test, strings.Join(skipped, ", "), c.Text))
+		case every && len(children) == 0:
+			bad = append(bad, fmt.Sprintf("%s %s: the claim names every case (/*) of a test that ran %d subtests: %q", c.Package, c.Test, len(children), c.Text))
+		case !every && len(children) > 1:
+			bad = append(bad, fmt.Sprintf("%s %s ran %d subtests (%s): name the one that shows the claim, or %s/* for every case of a table: %q",
+				c.Package, test, len(children), strings.Join(children, ", "), test, c.Text))
 		}
 	}
 	sort.Strings(bad)
@@ -178,7 +210,7 @@ func check(table []Claim, results map[string]string) []string {
 
 var (
 	pkgCell  = regexp.MustCompile("^`(\\./[^` ]*|\\.)`$")
-	testCell = regexp.MustCompile("^`(Test[^` ]*|Example[^` ]*)`$")
+	testCell = regexp.MustCompile("^`((?:Test|Example)[^` ]*)`$")
 )
 
 // readClaims reads the claims tables of the markdown document path: the

@@ -64,3 +64,40 @@ func TestClaimsRowsMustNameATest(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimsOnParentTests: a claim shown by a test with subtests fails when
+// one of them was skipped, and a claim that names a test of several
+// subtests must name one of them or say "/*" (every case of a table).
+func TestClaimsOnParentTests(t *testing.T) {
+	const pkg = modulePath + "/e2e"
+	results := map[string]string{
+		pkg + " TestArgoCD":                     "pass",
+		pkg + " TestArgoCD/models":              "pass",
+		pkg + " TestArgoCD/with-deployment":     "pass",
+		pkg + " TestTable":                      "pass",
+		pkg + " TestTable/a":                    "pass",
+		pkg + " TestTable/b":                    "pass",
+		pkg + " TestSkips":                      "pass",
+		pkg + " TestSkips/on-a-kind-of-cluster": "skip",
+		pkg + " TestPlain":                      "pass",
+	}
+	for _, tc := range []struct {
+		test string
+		want string // "" for a claim shown
+	}{
+		{"TestArgoCD/models", ""},
+		{"TestArgoCD", "ran 2 subtests (models, with-deployment): name the one"},
+		{"TestTable/*", ""},
+		{"TestSkips", "subtests skipped: TestSkips/on-a-kind-of-cluster"},
+		{"TestPlain", ""},
+		{"TestPlain/*", "names every case (/*) of a test that ran 0 subtests"},
+	} {
+		bad := check([]Claim{{Text: "x", Package: pkg, Test: tc.test}}, results)
+		switch {
+		case tc.want == "" && len(bad) != 0:
+			t.Errorf("%s: %q, want the claim shown", tc.test, bad)
+		case tc.want != "" && (len(bad) != 1 || !strings.Contains(bad[0], tc.want)):
+			t.Errorf("%s: %q, want one naming %q", tc.test, bad, tc.want)
+		}
+	}
+}

@@ -48,6 +48,23 @@ func TestOwnedFieldsTablesAreShared(t *testing.T) {
 			}
 		}
 	}
+	// Shared, not equal copies: asking again, or for a pointer that differs
+	// only in what the table does not depend on (the manifest, the owner,
+	// the family), returns the very same table; pointers that differ in the
+	// container or the labels get their own.
+	same := func(a, b []ownedField) bool { return len(a) > 0 && len(b) > 0 && &a[0] == &b[0] }
+	other := pointers[0]
+	other.spec.Family, other.owner, other.cmName, other.manifestHash = "other", "other", "other-cm", "0123abcd"
+	if !same(ownedFields(pointers[0]), ownedFields(other)) {
+		t.Error("a pointer that differs only in its manifest and owner got a table of its own: the tables are not shared")
+	}
+	for i := range pointers {
+		for j := range pointers {
+			if got := same(ownedFields(pointers[i]), ownedFields(pointers[j])); got != (i == j) {
+				t.Errorf("pointers %d and %d share a table: %v, want %v", i, j, got, i == j)
+			}
+		}
+	}
 }
 
 func names(fields []ownedField) []string {
