@@ -511,7 +511,7 @@ func (f *argoFlow) anotherObject() {
 	if n := f.corrections() - drift; n != 0 {
 		f.t.Errorf("a commit of another object only: the operator corrected %d fields: %v", n, eventMessages(f.t, f.ns, v1alpha1.DriftCorrectedReason))
 	}
-	f.t.Logf("a commit of another object only: Deployment generation %d -> %d, spec unchanged, ReplicaSets %v", before.d.Generation, after.d.Generation, rsAfter)
+	f.t.Logf("after the commit of another object: Deployment generation %d -> %d, spec unchanged, ReplicaSets %v", before.d.Generation, after.d.Generation, rsAfter)
 }
 
 // noteConfigMap is the ConfigMap anotherObject changes.
