@@ -226,9 +226,10 @@ docker-build: ## Build the operator image (needs Docker; not available on the CI
 	docker build -t $(IMG) .
 
 .PHONY: test
-test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool; then check that every test docs/claims.md names passed.
+test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool; check that every test docs/claims.md names passed; then the fast mutants.
 	OPENMED_SCALE_STEADY=5s OPENMED_SCALE_SHARDS=2 go run ./hack/testrun -claims docs/claims.md -- $(GO_TEST_FLAGS) ./...
 	cd examples/library && go build -o /dev/null . && go vet ./...
+	hack/mutants/run.sh --fast
 
 .PHONY: e2e
 e2e: clusterbin fluxbin argocdbin ## Run only the end-to-end tests (local control plane, Flux, Argo CD, operator binary).
