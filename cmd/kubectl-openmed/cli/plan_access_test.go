@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // TestPlanServiceAccount: plan names the ServiceAccount a model's writes
@@ -107,4 +110,14 @@ func grantPlanner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The API server's RBAC authorizer reads roles and bindings from its
+	// own informers: wait until it allows what the binding grants.
+	testenv.Eventually(t, 30*time.Second, "the planner's binding seen by the authorizer", func() (bool, string) {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "planner",
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Group: "openmed.ai", Resource: "openmedmodels", Verb: "get", Namespace: "default"}}}
+		if err := env.Client.Create(ctx, review); err != nil {
+			return false, err.Error()
+		}
+		return review.Status.Allowed, review.Status.Reason
+	})
 }
