@@ -176,7 +176,9 @@ generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy code, the CRD, 
 	$(CONTROLLER_GEN) crd paths=./pkg/api/... output:crd:artifacts:config=kustomize/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=openmed-operator paths="./controllers/...;./cmd/openmed-operator/app/..." output:rbac:artifacts:config=kustomize/rbac
 	go run ./health/internal/gen
-	$(CRD_REF_DOCS) --source-path=./pkg/api/v1alpha1 --config=hack/api-docs.yaml --renderer=markdown --output-path=docs/api/v1alpha1.md --log-level=WARN
+	@# The API reference, rendered by hack/api-docs/templates (crd-ref-docs'
+	@# markdown templates, changed to show the CEL rules and to escape for GitHub).
+	$(CRD_REF_DOCS) --source-path=./pkg/api/v1alpha1 --config=hack/api-docs.yaml --renderer=markdown --templates-dir=hack/api-docs/templates --output-path=docs/api/v1alpha1.md --log-level=WARN
 
 # Files written by `make generate`. verify-generated hashes them before and
 # after regenerating, so it catches stale output whether or not the tree has

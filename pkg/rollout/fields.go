@@ -370,7 +370,7 @@ func buildOwnedFields(p pointer) []ownedField {
 			// value "" takes the entry's literal value over from whoever set
 			// it (a chart, `kubectl set env`): next to valueFrom it would
 			// make the apply invalid, and the API server drops the empty
-			// string, so the entry ends up with the reference only.
+			// string, so the entry ends up with the ConfigMap reference only.
 			return map[string]any{
 				"name":  v1alpha1.PreloadEnvVar,
 				"value": "",

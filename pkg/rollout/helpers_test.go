@@ -33,14 +33,14 @@ import (
 	"github.com/openmed/openmed-operator/pkg/target"
 )
 
-// Versions of the reference test suite.
+// Versions of the Kopf operator's test suite, whose scenarios the tests replay.
 const (
 	v1 = "OpenMed/synthetic-pii-v1"
 	v2 = "OpenMed/synthetic-pii-v2"
 	v3 = "OpenMed/synthetic-pii-v3"
 )
 
-// clock is the reference suite's fixed clock.
+// clock is the fixed clock of the Kopf operator's test suite.
 var clock = time.Date(2026, 8, 18, 12, 0, 0, 0, time.UTC)
 
 func readYAML(t testing.TB, name string, into any) {
@@ -54,7 +54,8 @@ func readYAML(t testing.TB, name string, into any) {
 	}
 }
 
-// fixtureModel is the reference fixture resource in namespace "synthetic",
+// fixtureModel is the fixture resource of the Kopf operator's test suite
+// (testdata/model.yaml) in namespace "synthetic",
 // defaulted as the API server would store it, for the tests that need no
 // cluster (names and hashes).
 func fixtureModel(t testing.TB) *v1alpha1.OpenMedModel {
@@ -637,7 +638,7 @@ func (c *cluster) markReady() {
 	})
 }
 
-// markFailed is the reference suite's mark_failed: the deadline of the
+// markFailed is mark_failed of the Kopf operator's test suite: the deadline of the
 // current template's rollout passed while the old pods keep serving.
 func (c *cluster) markFailed() {
 	c.setDeploymentStatus(c.failedStatusOf)

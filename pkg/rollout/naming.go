@@ -29,8 +29,8 @@ const (
 	ManifestKind = "OpenMedModelManifest"
 
 	defaultBaseSuffix = "-model-manifest"
-	// The reference keeps 37 characters of the resource name in a hashed
-	// default base, so the result fits one 63-character DNS label.
+	// A hashed default base keeps 37 characters of the resource name (as
+	// the Kopf operator did), so the result fits one 63-character DNS label.
 	hashedBasePrefixLength = 37
 	// A content-addressed name adds "-" and 20 hex characters (80 bits);
 	// its hashed fallback keeps 42 characters of the base for the same 63

@@ -61,9 +61,12 @@ func minimalModel() *v1alpha1.OpenMedModel {
 
 func ptrTo[T any](v T) *T { return &v }
 
-// TestGoldenVectors reproduces reference Appendix A. The contract changes one
-// input: the ConfigMap the pointer names is content-addressed, so the
-// fixture's ConfigMap is the base plus the first 10 hex of the manifest hash.
+// TestGoldenVectors checks the canonical JSON, spec and manifest hashes and
+// names of fixed inputs against testdata/golden.yaml, the golden vectors of
+// the Kopf operator this one replaces. One value differs from its: the
+// ConfigMap the pointer names is content-addressed, so the fixture's
+// ConfigMap is the base plus the first 10 hex of the manifest hash (the
+// legacy name; new ones get 20).
 func TestGoldenVectors(t *testing.T) {
 	var g golden
 	readYAML(t, "golden.yaml", &g)
@@ -90,7 +93,7 @@ func TestGoldenVectors(t *testing.T) {
 		t.Errorf("ConfigMap name %s, want %s", got, want)
 	}
 
-	// The reference's example resource: name and namespace openmed-service,
+	// The example resource (examples/openmedmodel.yaml): name and namespace openmed-service,
 	// version Small-44M, deadline 600.
 	example := fixtureModel(t)
 	example.Namespace = "openmed"

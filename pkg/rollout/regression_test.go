@@ -14,12 +14,11 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
-// One regression test per bug of the Python (Kopf) operator this one
-// replaces that its successor fixes, numbered B1–B31 as in
-// docs/decisions.md.
+// Regression tests for defects of the Python (Kopf) operator this one
+// replaces: each test holds the behaviour that fixes one.
 
-// B2: ContainerNotFound and TargetConflict recover by themselves.
-func TestB2RecoverableBlockersRecover(t *testing.T) {
+// TestRecoverableBlockersRecover: ContainerNotFound and TargetConflict recover by themselves.
+func TestRecoverableBlockersRecover(t *testing.T) {
 	c := newClusterWith(t, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "other" })
 	if p := c.pass(); p.Status.Phase != v1alpha1.PhaseFailed || p.Status.FailedSpecHash != "" {
 		t.Fatalf("ContainerNotFound: %s failed=%q", p.Status.Phase, p.Status.FailedSpecHash)
@@ -43,8 +42,8 @@ func TestB2RecoverableBlockersRecover(t *testing.T) {
 	}
 }
 
-// B3: a rejected manual rollback clears when the annotation goes.
-func TestB3RejectedManualRollbackRecovers(t *testing.T) {
+// TestRejectedManualRollbackRecovers: a rejected manual rollback clears when the annotation goes.
+func TestRejectedManualRollbackRecovers(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.annotate(v1alpha1.RollbackToAnnotation, "OpenMed/typo")
@@ -57,8 +56,8 @@ func TestB3RejectedManualRollbackRecovers(t *testing.T) {
 	}
 }
 
-// B4: a failed manual rollback does not loop while the annotation stays.
-func TestB4FailedManualRollbackDoesNotLoop(t *testing.T) {
+// TestFailedManualRollbackDoesNotLoop: a failed manual rollback does not loop while the annotation stays.
+func TestFailedManualRollbackDoesNotLoop(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.readyAt(v2)
@@ -73,9 +72,9 @@ func TestB4FailedManualRollbackDoesNotLoop(t *testing.T) {
 	}
 }
 
-// B5: a Deployment failure while Ready is not blamed on the model; it is
+// TestDeploymentFailureWhileReadyIsNotRolledBack: a Deployment failure while Ready is not blamed on the model; it is
 // reported and clears when the Deployment recovers.
-func TestB5DeploymentFailureWhileReadyIsNotRolledBack(t *testing.T) {
+func TestDeploymentFailureWhileReadyIsNotRolledBack(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.readyAt(v2)
@@ -101,8 +100,8 @@ func TestB5DeploymentFailureWhileReadyIsNotRolledBack(t *testing.T) {
 	}
 }
 
-// B6: deletion finishes with an invalid stored spec and with the target gone.
-func TestB6DeletionFinishesWhenSpecInvalidOrTargetGone(t *testing.T) {
+// TestDeletionFinishesWhenSpecInvalidOrTargetGone: deletion finishes with an invalid stored spec and with the target gone.
+func TestDeletionFinishesWhenSpecInvalidOrTargetGone(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.deleteModel()
@@ -122,9 +121,9 @@ func TestB6DeletionFinishesWhenSpecInvalidOrTargetGone(t *testing.T) {
 	}
 }
 
-// B7: manifest ConfigMaps are content-addressed and immutable; the old one
+// TestContentAddressedConfigMaps: manifest ConfigMaps are content-addressed and immutable; the old one
 // stays while the rollout is in flight and goes once it settles.
-func TestB7ContentAddressedConfigMaps(t *testing.T) {
+func TestContentAddressedConfigMaps(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	old := pointedConfigMap(c.dep(), "openmed-service")
@@ -148,9 +147,9 @@ func TestB7ContentAddressedConfigMaps(t *testing.T) {
 	}
 }
 
-// B11: spec.replicas is optional; unset, the operator leaves replicas alone
+// TestUnsetReplicasAreLeftAlone: spec.replicas is optional; unset, the operator leaves replicas alone
 // and waits for the Deployment's own count.
-func TestB11UnsetReplicasAreLeftAlone(t *testing.T) {
+func TestUnsetReplicasAreLeftAlone(t *testing.T) {
 	c := newClusterWith(t, func(d *appsv1.Deployment) { d.Spec.Replicas = ptrTo(int32(4)) })
 	c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Replicas = nil })
 	p := c.pass()
@@ -170,9 +169,9 @@ func TestB11UnsetReplicasAreLeftAlone(t *testing.T) {
 	}
 }
 
-// B12: transient unavailability of a Ready resource is DeploymentUnavailable,
+// TestTransientUnavailability: transient unavailability of a Ready resource is DeploymentUnavailable,
 // not a rollout, and RolloutSucceeded is reported again on recovery.
-func TestB12TransientUnavailability(t *testing.T) {
+func TestTransientUnavailability(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.markUnavailable()
@@ -188,9 +187,9 @@ func TestB12TransientUnavailability(t *testing.T) {
 	}
 }
 
-// B13: a retarget releases the old Deployment, and a rollback never patches
+// TestRetargetReleasesOldTarget: a retarget releases the old Deployment, and a rollback never patches
 // another Deployment than the one being monitored.
-func TestB13RetargetReleasesOldTarget(t *testing.T) {
+func TestRetargetReleasesOldTarget(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.recreateTarget("openmed-service-b")
@@ -233,9 +232,9 @@ func TestB13RetargetReleasesOldTarget(t *testing.T) {
 	}
 }
 
-// B14: history holds one entry per version, so a replicas-only change does
+// TestHistoryOnePerVersion: history holds one entry per version, so a replicas-only change does
 // not push the previous version out of the rollback candidates.
-func TestB14HistoryOnePerVersion(t *testing.T) {
+func TestHistoryOnePerVersion(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.readyAt(v2)
@@ -256,9 +255,9 @@ func TestB14HistoryOnePerVersion(t *testing.T) {
 	}
 }
 
-// B15: a manual rollback does not mark the healthy desired spec as failed;
+// TestManualRollbackDoesNotFailDesiredSpec: a manual rollback does not mark the healthy desired spec as failed;
 // removing the annotation rolls the desired spec out again.
-func TestB15ManualRollbackDoesNotFailDesiredSpec(t *testing.T) {
+func TestManualRollbackDoesNotFailDesiredSpec(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.readyAt(v2)
@@ -278,9 +277,9 @@ func TestB15ManualRollbackDoesNotFailDesiredSpec(t *testing.T) {
 	}
 }
 
-// B16: observedGeneration advances when the generation changes without a
+// TestObservedGenerationAdvances: observedGeneration advances when the generation changes without a
 // spec hash change (a field set to its default), in every state.
-func TestB16ObservedGenerationAdvances(t *testing.T) {
+func TestObservedGenerationAdvances(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.RevisionHistoryLimit = ptrTo(int32(9)) })
@@ -295,9 +294,9 @@ func TestB16ObservedGenerationAdvances(t *testing.T) {
 	}
 }
 
-// B17: lastTransitionTime changes only with the status, other writers'
+// TestConditionConventions: lastTransitionTime changes only with the status, other writers'
 // conditions are kept, and Unknown is used where the state is not known.
-func TestB17ConditionConventions(t *testing.T) {
+func TestConditionConventions(t *testing.T) {
 	c := newCluster(t)
 	c.pass()
 	c.refresh()
@@ -328,8 +327,8 @@ func TestB17ConditionConventions(t *testing.T) {
 	}
 }
 
-// B18: deleting a resource that never claimed its target warns about nothing.
-func TestB18DeletionOfNeverClaimedTarget(t *testing.T) {
+// TestDeletionOfNeverClaimedTarget: deleting a resource that never claimed its target warns about nothing.
+func TestDeletionOfNeverClaimedTarget(t *testing.T) {
 	c := newClusterWith(t, func(d *appsv1.Deployment) { d.Spec.Template.Spec.Containers[0].Name = "other" })
 	c.pass()
 	c.deleteModel()
@@ -339,9 +338,9 @@ func TestB18DeletionOfNeverClaimedTarget(t *testing.T) {
 	}
 }
 
-// B25: rollbackRequest names the restored version and rollbackCount restarts
+// TestRollbackBookkeeping: rollbackRequest names the restored version and rollbackCount restarts
 // when a desired spec becomes Ready.
-func TestB25RollbackBookkeeping(t *testing.T) {
+func TestRollbackBookkeeping(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.setVersion(v2)
@@ -358,9 +357,9 @@ func TestB25RollbackBookkeeping(t *testing.T) {
 	}
 }
 
-// B30: a hand-edited or corrupt retained spec in status is not reported as
+// TestCorruptStatusIsNotInvalidSpec: a hand-edited or corrupt retained spec in status is not reported as
 // an invalid spec; the desired spec still rolls out.
-func TestB30CorruptStatusIsNotInvalidSpec(t *testing.T) {
+func TestCorruptStatusIsNotInvalidSpec(t *testing.T) {
 	c := newCluster(t)
 	// The CRD's status schema rejects such a write today; a status stored by
 	// an older CRD, or edited in etcd, can still hold it.
@@ -448,9 +447,10 @@ func TestDriftAttribution(t *testing.T) {
 	}
 }
 
-// A status written in the reference's format (two retained slots, no
-// history) is read as a history, so its versions stay rollback targets.
-func TestReferenceStatusFormatMigrates(t *testing.T) {
+// TestKopfStatusFormatMigrates: a status written in the Kopf operator's
+// format (two retained slots, no history) is read as a history, so its
+// versions stay rollback targets.
+func TestKopfStatusFormatMigrates(t *testing.T) {
 	c := newCluster(t)
 	c.readyAt(v1)
 	c.readyAt(v2)

@@ -11,9 +11,9 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 
-// The reference suite's scenarios (its tests 3–8) as sequences of
-// passes over Decide, carried out on the real API server. Where the contract
-// changed the behaviour the test says how.
+// The scenarios of the Kopf operator's test suite (its tests 3–8) as
+// sequences of passes over Decide, carried out on the real API server.
+// Where this operator behaves differently the test says how.
 
 // Test 3: apply drives the manifest rollout and the Ready conditions.
 func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
@@ -74,7 +74,7 @@ func TestScenarioApplyDrivesRolloutToReady(t *testing.T) {
 }
 
 // Test 4: a failed version change rolls back to the last successful
-// manifest. The contract records the decision first and applies it in the
+// manifest. This operator records the decision first and applies it in the
 // next pass, so a lost status write cannot apply the failed version again.
 func TestScenarioFailedVersionRollsBack(t *testing.T) {
 	c := newCluster(t)
@@ -143,7 +143,7 @@ func TestScenarioManualRollback(t *testing.T) {
 	c.pass()
 	c.annotate(v1alpha1.RollbackToAnnotation, "")
 	plan = c.pass()
-	// The reference re-applied the same spec here (RollingOut for a pass).
+	// The Kopf operator re-applied the same spec here (RollingOut for a pass).
 	// The Deployment already carries and serves the desired spec, so the
 	// resource is Ready at once, with no write.
 	if plan.Status.Phase != v1alpha1.PhaseReady || plan.ApplyDeployment != nil || plan.Status.RollbackRequest != "" {

@@ -43,7 +43,7 @@ func loadCorpus(t testing.TB, path string) []corpusCase {
 	return cases
 }
 
-// baseSpec is the reference example's spec (examples/openmedmodel.yaml).
+// baseSpec is the example resource's spec (examples/openmedmodel.yaml).
 func baseSpec() map[string]any {
 	return map[string]any{
 		"family":   "PII",

@@ -184,8 +184,10 @@ type OpenMedModelStatus struct {
 	ClaimedTargets []string `json:"claimedTargets,omitempty"`
 
 	// TargetDeploymentGeneration is the target Deployment's generation after
-	// the operator last changed its pod template (started a rollout); only a
-	// Deployment status of this generation or later counts.
+	// the operator last changed its pod template (started a rollout). It is
+	// informational: readiness is judged from the Deployment's own status
+	// (its observedGeneration against its generation), never from this
+	// field.
 	//
 	// +optional
 	TargetDeploymentGeneration int64 `json:"targetDeploymentGeneration,omitempty"`
