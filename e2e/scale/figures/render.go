@@ -211,7 +211,11 @@ func Headline(f *File) (string, error) {
 	fmt.Fprintf(&b, "| %s, %s, %s | %s (asserted exactly) | %s / %s ms | %s MiB | %s |\n",
 		thousands(r.N), r.podsPhrase(), r.guardPhrase(), r.CallsText(),
 		fixed(r.CPUMsPerModel.Rollout, 2), fixed(r.CPUMsPerModel.Upgrade, 2), fixed(r.PeakRSSMiB, 1), duration(r.CreateReadySeconds))
-	fmt.Fprintf(&b, "\nMeasured with %s.\n", f.provenance())
+	fmt.Fprintf(&b, "\nMeasured with %s.", f.provenance())
+	if strings.Contains(r.CallsText(), "(+") {
+		b.WriteString(" A count with (+k) had k calls more over the N models, each one the benchmark accounts for ([Scale](docs/scale.md#scale-benchmark-figures)).")
+	}
+	b.WriteString("\n")
 	return b.String(), nil
 }
 
