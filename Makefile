@@ -251,11 +251,23 @@ PODS ?= on
 BAKE ?= both
 UNOWNED ?= 0
 SHARDS ?= 1
+# The benchmark writes its figures to BENCH_JSON (only when every assertion
+# held); from the default file, `make docs-figures` regenerates the tables
+# of docs/scale.md and README.md, and bench-scale runs it.
+BENCH_JSON_DEFAULT := docs/scale/results.json
+BENCH_JSON ?= $(BENCH_JSON_DEFAULT)
 
 .PHONY: bench-scale
-bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory.
+bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory (written to BENCH_JSON, then the docs' tables).
+	@mkdir -p $(dir $(BENCH_JSON))
 	OPENMED_SCALE_N=$(N) OPENMED_SCALE_PODS=$(PODS) OPENMED_SCALE_BAKE=$(BAKE) OPENMED_SCALE_UNOWNED=$(UNOWNED) OPENMED_SCALE_SHARDS=$(SHARDS) \
+		OPENMED_SCALE_JSON=$(abspath $(BENCH_JSON)) \
 		go test -count=1 -timeout 300m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
+	@if [ "$(abspath $(BENCH_JSON))" = "$(abspath $(BENCH_JSON_DEFAULT))" ]; then $(MAKE) --no-print-directory docs-figures; fi
+
+.PHONY: docs-figures
+docs-figures: ## Regenerate the scale tables of docs/scale.md and README.md from docs/scale/results.json.
+	go run ./hack/scaletable -json $(BENCH_JSON_DEFAULT) docs/scale.md README.md
 
 # MUTANTS="name ..." runs some of hack/mutants/mutants.tsv.
 MUTANTS ?=

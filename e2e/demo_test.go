@@ -207,7 +207,7 @@ func TestDemoOnce(t *testing.T) {
 			t.Errorf("summary has no successful %s stage", want)
 		}
 	}
-	for _, want := range []string{"ProgressDeadlineExceeded seen: true", "Baking seen: true", "argocd=Degraded", "kstatus=Failed", "argocd=Healthy", "kstatus=Current"} {
+	for _, want := range []string{"ProgressDeadlineExceeded seen: true", "Baking seen: true", "BakeFailed seen: true", "argocd=Degraded", "kstatus=Failed", "argocd=Healthy", "kstatus=Current"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}

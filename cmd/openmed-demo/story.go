@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -77,8 +79,12 @@ type watchStats struct {
 	// deadlineExceeded is true when the Deployment reported
 	// ProgressDeadlineExceeded.
 	deadlineExceeded bool
-	// baking and bakeFailed are true when the model reported
-	// Reconciling=True/Baking and Degraded=True/BakeFailed.
+	// baking and bakeFailed are true when a status the operator wrote
+	// during the stage said Reconciling=True/Baking and
+	// Degraded=True/BakeFailed: the model is watched, so a status that
+	// lasted less than the display's poll interval counts too (a failed
+	// bake's Degraded=BakeFailed is replaced by DesiredVersionFailed as
+	// soon as the rollback it records is applied).
 	baking, bakeFailed bool
 }
 
@@ -213,10 +219,14 @@ func (s *story) runStage(ctx context.Context, st stage) (*snapshot.Snapshot, wat
 	ctx, cancel := context.WithTimeout(ctx, s.deadline+s.stageTimeout)
 	defer cancel()
 	w := &deploymentWatch{stats: watchStats{minAvailable: -1}}
+	var mw modelWatch
 	watching := make(chan struct{})
 	go func() {
 		defer close(watching)
-		s.watchDeployment(ctx, st.name, w)
+		var wg sync.WaitGroup
+		wg.Go(func() { s.watchDeployment(ctx, st.name, w) })
+		wg.Go(func() { s.watchModel(ctx, &mw) })
+		wg.Wait()
 	}()
 	// The watch must have ended before its stats are read.
 	defer func() { cancel(); <-watching }()
@@ -246,7 +256,7 @@ func (s *story) runStage(ctx context.Context, st stage) (*snapshot.Snapshot, wat
 				cancel()
 				<-watching
 				stats := w.stats
-				stats.baking, stats.bakeFailed = baking, bakeFailed
+				stats.baking, stats.bakeFailed = baking || mw.baking, bakeFailed || mw.bakeFailed
 				return snap, stats, nil
 			}
 		}
@@ -299,6 +309,42 @@ func (s *story) watchDeployment(ctx context.Context, stage string, w *deployment
 		}
 		wi.Stop()
 	}
+}
+
+// modelWatch collects what watchModel saw.
+type modelWatch struct {
+	baking, bakeFailed bool
+}
+
+// watchModel records, from every state of the model until ctx ends,
+// whether it said Reconciling=True/Baking or Degraded=True/BakeFailed.
+func (s *story) watchModel(ctx context.Context, w *modelWatch) {
+	for ctx.Err() == nil {
+		wi, err := s.c.Watch(ctx, &v1alpha1.OpenMedModelList{}, client.InNamespace(s.model.Namespace),
+			client.MatchingFields{"metadata.name": s.model.Name})
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(pollInterval):
+			}
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			m, ok := ev.Object.(*v1alpha1.OpenMedModel)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			w.baking = w.baking || conditionIs(m, v1alpha1.ReconcilingCondition, v1alpha1.BakingReason)
+			w.bakeFailed = w.bakeFailed || conditionIs(m, v1alpha1.DegradedCondition, v1alpha1.BakeFailedReason)
+		}
+		wi.Stop()
+	}
+}
+
+// conditionIs is true when m's condition typ is True with reason.
+func conditionIs(m *v1alpha1.OpenMedModel, typ, reason string) bool {
+	c := apimeta.FindStatusCondition(m.Status.Conditions, typ)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
 }
 
 // observe reads the model and its target.

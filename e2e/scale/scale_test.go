@@ -21,6 +21,8 @@
 // and compares each one's memory with the single process's. Every run ends
 // with a failover: the processes are stopped and new ones started, timed
 // until every model was reconciled, which must write nothing.
+// OPENMED_SCALE_JSON=FILE writes every run's figures to FILE
+// (e2e/scale/figures), from which the docs' tables are generated.
 package scale_test
 
 import (
@@ -51,6 +53,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
+	"github.com/openmed/openmed-operator/e2e/scale/figures"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/rollout"
@@ -203,6 +206,7 @@ func sizes(t *testing.T) []int {
 // shards.
 func TestScale(t *testing.T) {
 	ctrllog.SetLogger(logr.Discard())
+	started := time.Now()
 	bin, err := localrun.BuildOperator(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -210,6 +214,8 @@ func TestScale(t *testing.T) {
 	floorBinary = buildFloor(t)
 	pods, unowned, shards := withPods(t), envInt(t, "OPENMED_SCALE_UNOWNED", 0), envInt(t, "OPENMED_SCALE_SHARDS", 1)
 	var results []result
+	// records are every run, for $OPENMED_SCALE_JSON.
+	var records []figures.Run
 	for _, n := range sizes(t) {
 		var plain result
 		for _, bake := range variants(t) {
@@ -217,12 +223,14 @@ func TestScale(t *testing.T) {
 			r := run(t, bin, cfg)
 			fmt.Print(r.table())
 			check(t, r)
+			records = append(records, r.record())
 			if unowned > 0 {
 				u := cfg
 				u.unowned = unowned * n
 				ru := run(t, bin, u)
 				fmt.Print(ru.table())
 				check(t, ru)
+				records = append(records, ru.record())
 				fmt.Printf("\n%s: with %d unowned Deployments beside the %d owned: peak RSS %+.1f%%, CPU per model rollout %+.1f%%, upgrade %+.1f%%\n",
 					cfg, u.unowned, n, pct(ru.peakRSS, r.peakRSS), pctF(ru.cpuRollout, r.cpuRollout), pctF(ru.cpuUpgrade, r.cpuUpgrade))
 			}
@@ -232,6 +240,7 @@ func TestScale(t *testing.T) {
 				rs := run(t, bin, sh)
 				fmt.Print(rs.table())
 				check(t, rs)
+				records = append(records, rs.record())
 				var per []string
 				for i, rss := range rs.shardRSS {
 					per = append(per, fmt.Sprintf("shard %d %.1f MiB (%.0f%%), anonymous %.1f MiB (%.0f%%)", i, float64(rss)/(1<<20), 100*float64(rss)/float64(r.peakRSS),
@@ -262,6 +271,7 @@ func TestScale(t *testing.T) {
 			b.cfg.n, a.cfg.n, b.cpuRollout/a.cpuRollout, b.cpuUpgrade/a.cpuUpgrade,
 			float64(b.peakRSS-a.peakRSS)/1024/float64(b.cfg.n-a.cfg.n))
 	}
+	writeFigures(t, records, started)
 }
 
 func pct(a, b int64) float64 { return 100 * (float64(a)/float64(b) - 1) }

@@ -64,12 +64,14 @@ runtest() { # package, -run, log
 failed=0
 start=$(date +%s)
 # The passing runs, one per test the rows name.
-declare -A baseline
+declare -A baseline=()
+baselines=0
 for row in "${rows[@]}"; do
 	IFS=$'\t' read -r name pkg run want <<<"$row"
 	key="$pkg $run"
 	[[ -n ${baseline[$key]:-} ]] && continue
-	log=$work/baseline.${#baseline[@]}.log
+	baselines=$((baselines + 1))
+	log=$work/baseline.$baselines.log
 	baseline[$key]=$log
 	checkout
 	if ! runtest "$pkg" "$run" "$log"; then
@@ -101,5 +103,5 @@ for row in "${rows[@]}"; do
 		failed=1
 	fi
 done
-echo "${#rows[@]} mutants, ${#baseline[@]} passing runs, $(($(date +%s) - start)) s"
+echo "${#rows[@]} mutants, $baselines passing runs, $(($(date +%s) - start)) s"
 exit $failed
