@@ -61,6 +61,16 @@ runtest() { # package, -run, log
 	(cd "$src" && go test -count=1 -timeout 30m -v "$1" -run "$2") >"$3" 2>&1
 }
 
+# failures prints a failed run's assertions, or the end of its output when
+# it printed none (a build error, a panic, a timeout).
+failures() {
+	if grep -qE -- '--- FAIL|_test.go:[0-9]+:' "$1"; then
+		grep -E -- '--- FAIL|_test.go:[0-9]+:' "$1" | tail -15
+	else
+		tail -15 "$1"
+	fi
+}
+
 failed=0
 start=$(date +%s)
 # The passing runs, one per test the rows name.
@@ -76,7 +86,7 @@ for row in "${rows[@]}"; do
 	checkout
 	if ! runtest "$pkg" "$run" "$log"; then
 		echo "BASELINE $pkg -run '$run' fails on HEAD as it is; the end of its output:"
-		grep -E -- '--- FAIL|_test.go:[0-9]+:' "$log" | tail -15
+		failures "$log"
 		failed=1
 	fi
 done
@@ -99,7 +109,7 @@ for row in "${rows[@]}"; do
 		echo "killed   $name: $pkg -run '$run' failed in $(($(date +%s) - began)) s: $(grep -F -m1 -- "$want" "$log" | sed 's/^[[:space:]]*//' | cut -c1-160)"
 	else
 		echo "OTHER    $name: $pkg -run '$run' failed without \"$want\"; the end of its output:"
-		grep -E -- '--- FAIL|_test.go:[0-9]+:' "$log" | tail -15
+		failures "$log"
 		failed=1
 	fi
 done
