@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -279,36 +280,22 @@ type deploymentWatch struct {
 // watchDeployment records every state of the target Deployment until ctx
 // ends, and prints the moment it reports ProgressDeadlineExceeded.
 func (s *story) watchDeployment(ctx context.Context, stage string, w *deploymentWatch) {
-	name := rollout.TargetName(s.model)
-	for ctx.Err() == nil {
-		wi, err := s.c.Watch(ctx, &appsv1.DeploymentList{}, client.InNamespace(s.model.Namespace),
-			client.MatchingFields{"metadata.name": name})
-		if err != nil {
-			// The namespace may not exist yet in the first stage.
-			select {
-			case <-ctx.Done():
-			case <-time.After(pollInterval):
-			}
-			continue
+	s.watchNamed(ctx, &appsv1.DeploymentList{}, rollout.TargetName(s.model), func(o runtime.Object) {
+		d, ok := o.(*appsv1.Deployment)
+		if !ok {
+			return
 		}
-		for ev := range wi.ResultChan() {
-			d, ok := ev.Object.(*appsv1.Deployment)
-			if !ok || ev.Type == watch.Deleted {
-				continue
-			}
-			if a := d.Status.AvailableReplicas; d.Status.ObservedGeneration > 0 && (w.stats.minAvailable < 0 || a < w.stats.minAvailable) {
-				w.stats.minAvailable = a
-			}
-			for _, c := range d.Status.Conditions {
-				if c.Type == appsv1.DeploymentProgressing && c.Reason == v1alpha1.ProgressDeadlineExceededReason && !w.stats.deadlineExceeded {
-					w.stats.deadlineExceeded = true
-					s.p.line(stage, fmt.Sprintf("deployment %s reports Progressing=%s/%s; available %d of %d: the old pods keep serving",
-						d.Name, c.Status, c.Reason, d.Status.AvailableReplicas, ptr.Deref(d.Spec.Replicas, 1)))
-				}
+		if a := d.Status.AvailableReplicas; d.Status.ObservedGeneration > 0 && (w.stats.minAvailable < 0 || a < w.stats.minAvailable) {
+			w.stats.minAvailable = a
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Reason == v1alpha1.ProgressDeadlineExceededReason && !w.stats.deadlineExceeded {
+				w.stats.deadlineExceeded = true
+				s.p.line(stage, fmt.Sprintf("deployment %s reports Progressing=%s/%s; available %d of %d: the old pods keep serving",
+					d.Name, c.Status, c.Reason, d.Status.AvailableReplicas, ptr.Deref(d.Spec.Replicas, 1)))
 			}
 		}
-		wi.Stop()
-	}
+	})
 }
 
 // modelWatch collects what watchModel saw.
@@ -319,9 +306,23 @@ type modelWatch struct {
 // watchModel records, from every state of the model until ctx ends,
 // whether it said Reconciling=True/Baking or Degraded=True/BakeFailed.
 func (s *story) watchModel(ctx context.Context, w *modelWatch) {
+	s.watchNamed(ctx, &v1alpha1.OpenMedModelList{}, s.model.Name, func(o runtime.Object) {
+		m, ok := o.(*v1alpha1.OpenMedModel)
+		if !ok {
+			return
+		}
+		w.baking = w.baking || conditionIs(m, v1alpha1.ReconcilingCondition, v1alpha1.BakingReason)
+		w.bakeFailed = w.bakeFailed || conditionIs(m, v1alpha1.DegradedCondition, v1alpha1.BakeFailedReason)
+	})
+}
+
+// watchNamed hands every state the API server reports of the object of
+// list's kind named name, in the model's namespace, to seen until ctx ends
+// (a deletion excepted), watching again whenever a watch ends or cannot
+// start yet (the namespace may not exist in the first stage).
+func (s *story) watchNamed(ctx context.Context, list client.ObjectList, name string, seen func(runtime.Object)) {
 	for ctx.Err() == nil {
-		wi, err := s.c.Watch(ctx, &v1alpha1.OpenMedModelList{}, client.InNamespace(s.model.Namespace),
-			client.MatchingFields{"metadata.name": s.model.Name})
+		wi, err := s.c.Watch(ctx, list, client.InNamespace(s.model.Namespace), client.MatchingFields{"metadata.name": name})
 		if err != nil {
 			select {
 			case <-ctx.Done():
@@ -330,12 +331,9 @@ func (s *story) watchModel(ctx context.Context, w *modelWatch) {
 			continue
 		}
 		for ev := range wi.ResultChan() {
-			m, ok := ev.Object.(*v1alpha1.OpenMedModel)
-			if !ok || ev.Type == watch.Deleted {
-				continue
+			if ev.Type != watch.Deleted {
+				seen(ev.Object)
 			}
-			w.baking = w.baking || conditionIs(m, v1alpha1.ReconcilingCondition, v1alpha1.BakingReason)
-			w.bakeFailed = w.bakeFailed || conditionIs(m, v1alpha1.DegradedCondition, v1alpha1.BakeFailedReason)
 		}
 		wi.Stop()
 	}

@@ -373,14 +373,8 @@ func shardsText(f *File) string {
 	if len(rows) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("Each shard against one process of the same shape, the same run: the share is each shard's peak RSS of the one process's.\n\n")
-	b.WriteString("| N | pods per Deployment | bake guard | one process's peak RSS | each shard's peak RSS | each shard's share | calls of one shard for another's models |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
-	for _, r := range rows {
-		b.WriteString(r + "\n")
-	}
-	return b.String()
+	return markdownTable("Each shard against one process of the same shape, the same run: the share is each shard's peak RSS of the one process's.",
+		[]string{"N", "pods per Deployment", "bake guard", "one process's peak RSS", "each shard's peak RSS", "each shard's share", "calls of one shard for another's models"}, rows)
 }
 
 // growthText compares, for each shape on one process, the largest N with
@@ -418,12 +412,19 @@ func growthText(f *File) string {
 	if len(lines) == 0 {
 		return ""
 	}
+	return markdownTable("The larger N against the smaller, one process, the same run:",
+		[]string{"shape", "N", "operator CPU per model: rollout / upgrade", "peak RSS per model added"}, lines)
+}
+
+// markdownTable is intro, a blank line and the table of header and rows
+// (each row already a markdown row).
+func markdownTable(intro string, header, rows []string) string {
 	var b strings.Builder
-	b.WriteString("The larger N against the smaller, one process, the same run:\n\n")
-	b.WriteString("| shape | N | operator CPU per model: rollout / upgrade | peak RSS per model added |\n")
-	b.WriteString("| --- | --- | --- | --- |\n")
-	for _, l := range lines {
-		b.WriteString(l + "\n")
+	b.WriteString(intro + "\n\n")
+	b.WriteString("| " + strings.Join(header, " | ") + " |\n")
+	b.WriteString(strings.Repeat("| --- ", len(header)) + "|\n")
+	for _, r := range rows {
+		b.WriteString(r + "\n")
 	}
 	return b.String()
 }
