@@ -22,6 +22,7 @@ import (
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 
+	"github.com/openmed/openmed-operator/controllers"
 	"github.com/openmed/openmed-operator/health"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -42,8 +43,15 @@ func TestScarceGPU(t *testing.T) {
 
 	t.Run("deadline-names-the-capacity", func(t *testing.T) {
 		t.Parallel()
+		// An operator of this model alone: its openmed_wakes_total counts
+		// this model's pending pod and no other test's.
+		op, err := launchOperator(context.Background(), "scarce", operatorLabel+"=scarce")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = op.Kill() })
 		ns := newNamespace(t)
-		fullGPUPool(t, ns, "", nil)
+		fullGPUPool(t, ns, "scarce", nil)
 		v2Hash := hashOf(t, v2)
 		faces := startFaceWatch(t, ns)
 		upgrade(t, ns, v2, 20)
@@ -74,6 +82,11 @@ func TestScarceGPU(t *testing.T) {
 			verdict.LastTransitionTime.UTC().Format(time.RFC3339), verdict.Message, said.UTC().Format(time.RFC3339), lag)
 		if lag > 5*time.Second {
 			t.Errorf("the model said Unschedulable %s after the scheduler: not woken by the pod", lag)
+		}
+		// Woken by the pod watch itself, not only by a Deployment event
+		// that came at the same moment.
+		if n := counter(t, op, controllers.MetricWakes, "source", "pending-pod"); n < 1 {
+			t.Errorf("openmed_wakes_total{source=\"pending-pod\"} = %v: not woken by the pod", n)
 		}
 
 		failed := waitStateWithin(t, ns, "rolled back with the failure naming the GPU", time.Minute, func(s state) bool {

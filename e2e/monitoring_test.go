@@ -156,6 +156,29 @@ func scrape(t *testing.T, op *localrun.Operator) map[string]bool {
 	return names
 }
 
+// counter is the value of the counter name on op's /metrics whose label
+// key is value (0 when there is none).
+func counter(t *testing.T, op *localrun.Operator, name, key, value string) float64 {
+	t.Helper()
+	body, err := op.Read(context.Background(), "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse %s: %v", op.MetricsURL(), err)
+	}
+	for _, m := range families[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == key && l.GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 type query struct{ where, expr string }
 
 // monitoringQueries are the expressions of the dashboard's panels and the
