@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -280,7 +279,7 @@ type deploymentWatch struct {
 // watchDeployment records every state of the target Deployment until ctx
 // ends, and prints the moment it reports ProgressDeadlineExceeded.
 func (s *story) watchDeployment(ctx context.Context, stage string, w *deploymentWatch) {
-	s.watchNamed(ctx, &appsv1.DeploymentList{}, rollout.TargetName(s.model), func(o runtime.Object) {
+	s.watchNamed(ctx, &appsv1.DeploymentList{}, rollout.TargetName(s.model), func(o k8sruntime.Object) {
 		d, ok := o.(*appsv1.Deployment)
 		if !ok {
 			return
@@ -306,7 +305,7 @@ type modelWatch struct {
 // watchModel records, from every state of the model until ctx ends,
 // whether it said Reconciling=True/Baking or Degraded=True/BakeFailed.
 func (s *story) watchModel(ctx context.Context, w *modelWatch) {
-	s.watchNamed(ctx, &v1alpha1.OpenMedModelList{}, s.model.Name, func(o runtime.Object) {
+	s.watchNamed(ctx, &v1alpha1.OpenMedModelList{}, s.model.Name, func(o k8sruntime.Object) {
 		m, ok := o.(*v1alpha1.OpenMedModel)
 		if !ok {
 			return
@@ -320,7 +319,7 @@ func (s *story) watchModel(ctx context.Context, w *modelWatch) {
 // list's kind named name, in the model's namespace, to seen until ctx ends
 // (a deletion excepted), watching again whenever a watch ends or cannot
 // start yet (the namespace may not exist in the first stage).
-func (s *story) watchNamed(ctx context.Context, list client.ObjectList, name string, seen func(runtime.Object)) {
+func (s *story) watchNamed(ctx context.Context, list client.ObjectList, name string, seen func(k8sruntime.Object)) {
 	for ctx.Err() == nil {
 		wi, err := s.c.Watch(ctx, list, client.InNamespace(s.model.Namespace), client.MatchingFields{"metadata.name": name})
 		if err != nil {
