@@ -134,17 +134,8 @@ func readYAML(t *testing.T, name string, into any) {
 // summary's series names (_bucket, _sum, _count) beside its family name.
 func scrape(t *testing.T, op *localrun.Operator) map[string]bool {
 	t.Helper()
-	body, err := op.Read(context.Background(), "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse %s: %v", op.MetricsURL(), err)
-	}
 	names := map[string]bool{}
-	for name, f := range families {
+	for name, f := range metricFamilies(t, op) {
 		names[name] = true
 		switch f.GetType() {
 		case dto.MetricType_HISTOGRAM:
@@ -160,6 +151,19 @@ func scrape(t *testing.T, op *localrun.Operator) map[string]bool {
 // key is value (0 when there is none).
 func counter(t *testing.T, op *localrun.Operator, name, key, value string) float64 {
 	t.Helper()
+	for _, m := range metricFamilies(t, op)[name].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == key && l.GetValue() == value {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// metricFamilies reads and parses op's /metrics.
+func metricFamilies(t *testing.T, op *localrun.Operator) map[string]*dto.MetricFamily {
+	t.Helper()
 	body, err := op.Read(context.Background(), "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -169,14 +173,7 @@ func counter(t *testing.T, op *localrun.Operator, name, key, value string) float
 	if err != nil {
 		t.Fatalf("parse %s: %v", op.MetricsURL(), err)
 	}
-	for _, m := range families[name].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == key && l.GetValue() == value {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return families
 }
 
 type query struct{ where, expr string }
