@@ -213,8 +213,6 @@ vet: ## Run go vet and check formatting.
 build: ## Build every package.
 	go build ./...
 
-IMG ?= ghcr.io/openmed/openmed-operator:v0.1.0
-
 .PHONY: operator
 operator: ## Build the operator binary into bin/.
 	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(BIN)/openmed-operator ./cmd/openmed-operator
@@ -223,9 +221,30 @@ operator: ## Build the operator binary into bin/.
 plugin: ## Build the kubectl plugin into bin/kubectl-openmed (put bin/ on PATH for `kubectl openmed`).
 	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-openmed ./cmd/kubectl-openmed
 
-.PHONY: docker-build
-docker-build: ## Build the operator image (needs Docker; not available on the CI machines).
-	docker build -t $(IMG) .
+##@ Release
+
+# A release: its semantic version, the commit and the commit's time (stamped
+# on every file of the image, so the same commit builds the same digest), and
+# the repository its image is pushed to and its manifests pull from.
+VERSION ?= v0.0.0-dev
+RELEASE_COMMIT ?= $(shell git rev-parse HEAD)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
+REGISTRY ?= ghcr.io/openmed
+IMAGE ?= $(REGISTRY)/openmed-operator
+DIST ?= dist
+RELEASE_FLAGS = --out $(DIST) --version $(VERSION) --commit $(RELEASE_COMMIT) --image $(IMAGE)
+
+.PHONY: image
+image: ## Build the operator image without Docker (linux/amd64, linux/arm64) as an OCI layout in dist/oci, with its digest (dist/image.digest) and SPDX SBOM.
+	go run ./hack/release image $(RELEASE_FLAGS) --source-date-epoch $(SOURCE_DATE_EPOCH)
+
+.PHONY: image-push
+image-push: image ## Push the image to $(IMAGE):$(VERSION), e.g. make image-push REGISTRY=registry.example.com/team VERSION=v0.2.0 (credentials: ~/.docker/config.json).
+	go run ./hack/release push $(RELEASE_FLAGS)
+
+.PHONY: release
+release: image ## Write dist/install.yaml, install-lockdown.yaml and crds.yaml pinned to the image's digest, the kubectl plugins (linux, darwin; amd64, arm64) and checksums.txt.
+	go run ./hack/release release $(RELEASE_FLAGS)
 
 .PHONY: test
 test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitoring ## Run every test: real kube-apiserver and etcd, the local control plane, Flux, Argo CD's own Lua tests, promtool; check that every test docs/claims.md names passed; then the fast mutants.

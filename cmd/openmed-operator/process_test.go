@@ -97,13 +97,11 @@ func serviceAccountKubeconfig(t *testing.T, namespace, name string) string {
 }
 
 // startOperator runs the binary with the given kubeconfig, runtime namespace
-// and flags, on free metrics and health ports, and waits until /readyz
-// answers 200 and the metrics endpoint answers at all (it is bound in a
-// goroutine of its own, after the probes may answer). The process dies with the test: it gets SIGKILL when the test
-// binary exits (Pdeathsig) and is killed at cleanup if still running.
+// and flags, on free metrics and health ports, and waits until it is ready
+// (start).
 func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, args ...string) *operatorProcess {
 	t.Helper()
-	p := &operatorProcess{name: name, metricsAddr: freeAddr(t), healthAddr: freeAddr(t), out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &operatorProcess{name: name, metricsAddr: freeAddr(t), healthAddr: freeAddr(t)}
 	args = append([]string{
 		"--kubeconfig=" + kubeconfigPath,
 		"--metrics-addr=" + p.metricsAddr,
@@ -113,6 +111,18 @@ func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, 
 	}, args...)
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Env = append(os.Environ(), "RUNTIME_NAMESPACE="+runtimeNamespace)
+	p.start(t)
+	return p
+}
+
+// start runs p.cmd and waits until /readyz on p.healthAddr answers 200 and
+// the metrics endpoint on p.metricsAddr answers at all (it is bound in a
+// goroutine of its own, after the probes may answer). The process dies with
+// the test: it gets SIGKILL when the test binary exits (Pdeathsig) and is
+// killed at cleanup if still running.
+func (p *operatorProcess) start(t *testing.T) {
+	t.Helper()
+	p.out, p.exited = &syncBuffer{}, make(chan struct{})
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	// Own process group, parent-death signal, forked from a thread locked
 	// until the process exits (minicluster.StartChild).
@@ -135,10 +145,10 @@ func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, 
 			t.Logf("output of %s:\n%s", p.name, p.out.String())
 		}
 	})
-	eventually(t, name+" ready", func() (bool, string) {
+	eventually(t, p.name+" ready", func() (bool, string) {
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited: %v\n%s", name, p.exitErr, p.out.String())
+			t.Fatalf("%s exited: %v\n%s", p.name, p.exitErr, p.out.String())
 		default:
 		}
 		resp, err := http.Get("http://" + p.healthAddr + "/readyz")
@@ -156,7 +166,6 @@ func startOperator(t *testing.T, name, kubeconfigPath, runtimeNamespace string, 
 		resp.Body.Close()
 		return true, ""
 	})
-	return p
 }
 
 // terminate sends SIGTERM and expects a graceful exit with status 0 within

@@ -85,7 +85,12 @@ func (l *launcher) start(name Component, bin string, args, env []string, logPath
 // process ends. The channel yields cmd.Wait's result once the child has
 // been reaped.
 func StartChild(cmd *exec.Cmd) (<-chan error, error) {
-	cmd.SysProcAttr = sysProcAttr()
+	attr := sysProcAttr()
+	if cmd.SysProcAttr != nil {
+		// The caller's user and groups, if it chose them.
+		attr.Credential = cmd.SysProcAttr.Credential
+	}
+	cmd.SysProcAttr = attr
 	started := make(chan error, 1)
 	waited := make(chan error, 1)
 	go func() {
