@@ -19,7 +19,8 @@
 // (with "-dirty" when the tree had uncommitted changes), and Version to the
 // main module's version when the go command knew it (`go install
 // …@v0.2.0`, or a tagged checkout). A test binary and a build without VCS
-// information report DefaultVersion and DefaultCommit.
+// information (-buildvcs=false, or no checkout) report DefaultVersion and
+// DefaultCommit.
 package version
 
 import (
