@@ -213,26 +213,33 @@ vet: ## Run go vet and check formatting.
 build: ## Build every package.
 	go build ./...
 
+# The version and commit the operator and the plugin report (--version,
+# openmed_build_info, the User-Agent), set with the linker symbols of
+# pkg/version: the nearest v* tag (v0.0.0-dev without one), a semantic
+# version as a release needs.
+VERSION ?= $(shell git describe --tags --match 'v*' --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/openmed/openmed-operator/pkg/version
+VERSION_LDFLAGS = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
+
 .PHONY: operator
-operator: ## Build the operator binary into bin/.
-	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o $(BIN)/openmed-operator ./cmd/openmed-operator
+operator: ## Build the operator binary into bin/ (VERSION, COMMIT: what it reports).
+	CGO_ENABLED=0 go build -trimpath -ldflags="-s -w $(VERSION_LDFLAGS)" -o $(BIN)/openmed-operator ./cmd/openmed-operator
 
 .PHONY: plugin
-plugin: ## Build the kubectl plugin into bin/kubectl-openmed (put bin/ on PATH for `kubectl openmed`).
-	CGO_ENABLED=0 go build -trimpath -o $(BIN)/kubectl-openmed ./cmd/kubectl-openmed
+plugin: ## Build the kubectl plugin into bin/kubectl-openmed (put bin/ on PATH for `kubectl openmed`; VERSION, COMMIT: what it reports).
+	CGO_ENABLED=0 go build -trimpath -ldflags="$(VERSION_LDFLAGS)" -o $(BIN)/kubectl-openmed ./cmd/kubectl-openmed
 
 ##@ Release
 
-# A release: its semantic version, the commit and the commit's time (stamped
-# on every file of the image, so the same commit builds the same digest), and
-# the repository its image is pushed to and its manifests pull from.
-VERSION ?= v0.0.0-dev
-RELEASE_COMMIT ?= $(shell git rev-parse HEAD)
+# A release is VERSION at COMMIT; the commit's time is stamped on every file
+# of the image, so the same commit builds the same digest. IMAGE is the
+# repository its image is pushed to and its manifests pull from.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct)
 REGISTRY ?= ghcr.io/openmed
 IMAGE ?= $(REGISTRY)/openmed-operator
 DIST ?= dist
-RELEASE_FLAGS = --out $(DIST) --version $(VERSION) --commit $(RELEASE_COMMIT) --image $(IMAGE)
+RELEASE_FLAGS = --out $(DIST) --version $(VERSION) --commit $(COMMIT) --image $(IMAGE)
 
 .PHONY: image
 image: ## Build the operator image without Docker (linux/amd64, linux/arm64) as an OCI layout in dist/oci, with its digest (dist/image.digest) and SPDX SBOM.

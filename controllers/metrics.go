@@ -12,6 +12,7 @@ import (
 	"github.com/openmed/openmed-operator/controllers/internal/store"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
+	"github.com/openmed/openmed-operator/pkg/version"
 )
 
 // Metric names, documented in docs/monitoring.md and used by
@@ -30,6 +31,7 @@ const (
 	MetricPasses             = "openmed_passes_total"
 	MetricBackstopUnchanged  = "openmed_backstop_passes_unchanged_total"
 	MetricWakes              = "openmed_wakes_total"
+	MetricBuildInfo          = "openmed_build_info"
 )
 
 // Metrics are the openmed_* metrics of the reconciler. Only
@@ -37,7 +39,8 @@ const (
 // by namespace, manager, field or reason, so a scrape stays small as the
 // number of models grows. Register them once per process (NewMetrics with a
 // registry, or MustRegisterMetrics for controller-runtime's registry that
-// the manager serves). A nil *Metrics records nothing.
+// the manager serves). A nil *Metrics records nothing. openmed_build_info,
+// registered with them, says which build serves them (pkg/version).
 type Metrics struct {
 	modelInfo       *modelInfo
 	rollouts        *prometheus.CounterVec
@@ -125,6 +128,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		namespaces: map[string]bool{},
 	}
+	reg.MustRegister(buildInfo(version.Get()))
 	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes, m.unchanged, m.wakes)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
@@ -146,6 +150,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.notForwarded.WithLabelValues(cause)
 	}
 	return m
+}
+
+// buildInfo is openmed_build_info: always 1, its labels the build's version,
+// commit and Go toolchain: which build each replica runs (during an
+// upgrade, two), to join other series on.
+func buildInfo(i version.Info) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        MetricBuildInfo,
+		Help:        "The operator's build (always 1): its version, the commit it was built from and the Go toolchain that built it.",
+		ConstLabels: prometheus.Labels{"version": i.Version, "commit": i.Commit, "goversion": i.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // errorReasons are the reasons openmed_reconcile_errors_total counts: the

@@ -10,7 +10,23 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
+
+	"github.com/openmed/openmed-operator/pkg/version"
 )
+
+// TestBuildInfo: the metrics come with one openmed_build_info series, 1,
+// labelled with the build's version, commit and Go toolchain.
+func TestBuildInfo(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	NewMetrics(reg)
+	i := version.Get()
+	want := "# HELP openmed_build_info The operator's build (always 1): its version, the commit it was built from and the Go toolchain that built it.\n" +
+		"# TYPE openmed_build_info gauge\n" +
+		fmt.Sprintf("openmed_build_info{commit=%q,goversion=%q,version=%q} 1\n", i.Commit, i.GoVersion, i.Version)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricBuildInfo); err != nil {
+		t.Error(err)
+	}
+}
 
 // openmed_model_info is written at scrape time from the state each pass
 // set: one series per model, its labels the last state, gone with the

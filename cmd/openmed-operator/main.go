@@ -1,6 +1,7 @@
 // Command openmed-operator runs the OpenMedModel reconciler in a
 // controller-runtime manager. Flags follow Flux controllers; see
-// `openmed-operator --help` and the package app.
+// `openmed-operator --help` and the package app. `openmed-operator
+// --version` prints the version and commit (package pkg/version) and exits.
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 
 	"github.com/openmed/openmed-operator/cmd/openmed-operator/app"
 	"github.com/openmed/openmed-operator/controllers"
+	"github.com/openmed/openmed-operator/pkg/version"
 )
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set:
@@ -33,8 +35,13 @@ func main() {
 	var opts app.Options
 	fs := pflag.NewFlagSet("openmed-operator", pflag.ExitOnError)
 	opts.BindFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version, commit, Go version and platform, and exit.")
 	// ExitOnError: a bad flag prints usage and exits 2.
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(version.Get().String(controllers.ControllerName))
+		return
+	}
 
 	// Values a pass adds to its logger are encoded only if it logs a line
 	// (controllers.LazyValues).

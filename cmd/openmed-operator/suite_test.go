@@ -14,6 +14,7 @@ import (
 
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/testenv"
+	"github.com/openmed/openmed-operator/pkg/version"
 )
 
 // env is the real kube-apiserver and etcd the operator processes talk to.
@@ -25,8 +26,25 @@ var env *testenv.Environment
 var metricsReader *localrun.Scraper
 
 // binary is the openmed-operator executable, built once for the package so
-// the tests run real processes (flags, signals, Leases, metrics ports).
+// the tests run real processes (flags, signals, Leases, metrics ports),
+// with the version and commit a release build sets (testVersion,
+// testCommit).
 var binary string
+
+// The version and commit the binary is built with, through the linker
+// symbols of pkg/version.
+const (
+	testVersion = "v9.8.7-test.1"
+	testCommit  = "0123456789abcdef0123456789abcdef01234567"
+)
+
+// auditedUser is the one user whose requests the API server's audit log
+// (auditLog) records, with their User-Agent: a test runs a process as this
+// user (env.AddUser) to see what the API server received from it.
+const auditedUser = "openmed-operator-audited"
+
+// auditLog is the API server's audit log of auditedUser's requests.
+var auditLog string
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
@@ -41,7 +59,8 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	binary = filepath.Join(dir, "openmed-operator")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	build := exec.Command("go", "build", "-o", binary,
+		"-ldflags=-X "+version.VersionVar+"="+testVersion+" -X "+version.CommitVar+"="+testCommit, ".")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	// The toolchain running this test builds the binary, whatever the
 	// installed go's GOTOOLCHAIN default is.
@@ -51,7 +70,16 @@ func run(m *testing.M) int {
 		return 1
 	}
 
-	if env, err = testenv.Start(); err != nil {
+	auditLog = filepath.Join(dir, "audit.log")
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n"+
+		"- level: Metadata\n  users: [\""+auditedUser+"\"]\n- level: None\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if env, err = testenv.StartWith(testenv.Options{APIServerFlags: map[string]string{
+		"audit-log-path": auditLog, "audit-policy-file": policy, "audit-log-maxsize": "0",
+	}}); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}

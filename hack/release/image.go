@@ -20,6 +20,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/openmed/openmed-operator/pkg/version"
 )
 
 // The image's fixed facts. The Deployment in kustomize/manager runs the
@@ -36,10 +38,6 @@ const (
 	RefNameAnnotation = "org.opencontainers.image.ref.name"
 	// sourceURL is the repository the image labels name as its source.
 	sourceURL = "https://github.com/openmed/openmed-operator"
-	// versionPackage is the package whose Version and Commit the linker
-	// sets (-X), so `--version`, the build-info metric and the User-Agent
-	// name the release.
-	versionPackage = "github.com/openmed/openmed-operator/pkg/version"
 )
 
 // baseDiffID pins the base layer: the sha256 of its uncompressed tar. The
@@ -70,9 +68,10 @@ type Build struct {
 }
 
 // ldflags strips the symbol table and debug information (smaller, and
-// nothing of the build machine in the binary) and sets the version.
+// nothing of the build machine in the binary) and sets the version and
+// commit that `--version`, the build-info metric and the User-Agent report.
 func (b Build) ldflags() string {
-	return fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Commit=%s", versionPackage, b.Version, versionPackage, b.Commit)
+	return fmt.Sprintf("-s -w -X %s=%s -X %s=%s", version.VersionVar, b.Version, version.CommitVar, b.Commit)
 }
 
 // goBuild builds pkg (relative to Root) for goos/goarch into out: static

@@ -10,6 +10,9 @@
 //
 // Every write is a JSON merge patch with field manager FieldManager. Output
 // names objects and versions only: never user text from other objects.
+// Requests carry the User-Agent "kubectl-openmed/<version> (<os>/<arch>)
+// <commit>" of package pkg/version; `kubectl openmed version` (or
+// --version) prints the plugin's build.
 package cli
 
 import (
@@ -29,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/version"
 )
 
 // FieldManager is the field manager of every write the plugin makes, so
@@ -98,10 +102,16 @@ func NewCommand(opts Options) *cobra.Command {
 			"suspend, resume or reconcile them the way the Argo CD resource actions and\n" +
 			"`flux reconcile` do.",
 		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl openmed"},
+		// --version prints the line of `kubectl openmed version`.
+		Version: version.Get().String(FieldManager),
 		// Errors are the caller's to print, once; usage is for --help only.
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
+	cmd.SetVersionTemplate("{{.Version}}\n")
+	// Bound here so cobra adds no -v, which kubectl users know as the
+	// log level.
+	cmd.Flags().Bool("version", false, "Print the plugin's version and commit, as the version command does")
 	cmd.SetOut(opts.Out)
 	cmd.SetErr(opts.ErrOut)
 	flags := cmd.PersistentFlags()
@@ -119,6 +129,7 @@ func NewCommand(opts Options) *cobra.Command {
 		newReconcileCommand(r),
 		newPlanCommand(r),
 		newHistoryCommand(r),
+		newVersionCommand(r),
 	)
 	return cmd
 }
@@ -151,7 +162,7 @@ func (r *root) connect() (target, error) {
 	if err != nil {
 		return target{}, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	cfg.UserAgent = FieldManager
+	cfg.UserAgent = version.Get().UserAgent(FieldManager)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return target{}, fmt.Errorf("create client: %w", err)

@@ -403,9 +403,11 @@ func checkMetricsCertDir(dir string) error {
 	return nil
 }
 
-// restConfig loads the kubeconfig and applies the client limits the way
-// fluxcd/pkg/runtime/client.GetConfigOrDie does: with API Priority and Fairness on the
-// server, client-side throttling is switched off.
+// restConfig loads the kubeconfig, sets the operator's User-Agent
+// (UserAgent, kept by every client made from the config) and applies the
+// client limits the way fluxcd/pkg/runtime/client.GetConfigOrDie does: with
+// API Priority and Fairness on the server, client-side throttling is
+// switched off.
 func restConfig(ctx context.Context, opts Options) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
@@ -419,7 +421,7 @@ func restConfig(ctx context.Context, opts Options) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load kubeconfig: %w", err)
 	}
-	cfg.UserAgent = controllers.ControllerName
+	withUserAgent(cfg, UserAgent())
 	if enabled, err := flowcontrol.IsEnabled(ctx, cfg); err == nil && enabled {
 		cfg.QPS, cfg.Burst = -1, -1
 		return cfg, nil
