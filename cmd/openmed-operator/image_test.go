@@ -178,6 +178,9 @@ func TestReleasedImage(t *testing.T) {
 		v, ok := sum(p.scrape(t), "openmed_model_info", `name="svc"`, `namespace="`+target+`"`, `phase="Ready"`)
 		return ok && v > 0, fmt.Sprintf("openmed_model_info = %v (found %v)", v, ok)
 	})
+	if v, ok := sum(p.scrape(t), "openmed_build_info", `version="`+releaseVersion+`"`, `commit="`+releaseCommit+`"`); !ok || v != 1 {
+		t.Errorf("openmed_build_info{version=%q,commit=%q} = %v (found %v), want 1: the image does not report the release it is", releaseVersion, releaseCommit, v, ok)
+	}
 	deleteModel(t, target, "svc")
 	if hasPointer(t, target, "svc") {
 		t.Error("deletion did not release the model pointer")
