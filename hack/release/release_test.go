@@ -7,6 +7,7 @@ import (
 	"debug/macho"
 	"errors"
 	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -196,7 +197,7 @@ func TestSBOM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"sigs.k8s.io/controller-runtime", "github.com/fluxcd/pkg/ssa", "k8s.io/client-go"} {
+	for _, want := range []string{"sigs.k8s.io/controller-runtime", "github.com/fluxcd/pkg/runtime", "k8s.io/client-go"} {
 		var version string
 		for _, r := range mf.Require {
 			if r.Mod.Path == want {
@@ -229,7 +230,7 @@ func TestPush(t *testing.T) {
 	if err := testBuild.WriteLayout(img, dir); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(registry.New(registry.Logger(nil)))
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	repo := strings.TrimPrefix(srv.URL, "http://") + "/team/openmed-operator"
 	ref, err := Push(context.Background(), dir, testBuild.Version, repo)
