@@ -113,12 +113,14 @@ func TestReleasedImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(runDir) })
-	uid, gid, asUser := 0, 0, os.Geteuid() == 0
-	if asUser {
-		uidS, gidS, _ := strings.Cut(user, ":")
-		uid, _ = strconv.Atoi(uidS)
-		gid, _ = strconv.Atoi(gidS)
-	} else {
+	uidS, gidS, _ := strings.Cut(user, ":")
+	uid, errU := strconv.Atoi(uidS)
+	gid, errG := strconv.Atoi(gidS)
+	if errU != nil || errG != nil {
+		t.Fatalf("the image's user %q is not uid:gid", user)
+	}
+	asUser := os.Geteuid() == 0
+	if !asUser {
 		t.Logf("not root: the binary runs as uid %d, not the image's %s", os.Geteuid(), user)
 	}
 	exe := filepath.Join(runDir, filepath.Base(argv[0]))
@@ -145,15 +147,27 @@ func TestReleasedImage(t *testing.T) {
 	p := &operatorProcess{name: "image " + releaseVersion}
 	p.cmd = exec.Command(exe, argv[1:]...)
 	p.cmd.Dir = runDir
-	// The container's environment and nothing else; KUBECONFIG stands in
-	// for the token the kubelet mounts (the binary reads either).
-	p.cmd.Env = append(containerEnv(t, container, namespace), "KUBECONFIG="+kc)
+	// What the container runtime sets (PATH, HOSTNAME, and HOME from the
+	// image's /etc/passwd), the container's environment, and nothing else;
+	// KUBECONFIG stands in for the token the kubelet mounts (the binary
+	// reads either).
+	p.cmd.Env = append(runtimeEnv(t, root, uid, dep.Name+"-0"), containerEnv(t, container, namespace)...)
+	p.cmd.Env = append(p.cmd.Env, "KUBECONFIG="+kc)
 	if asUser {
 		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 	}
 	p.metricsAddr = portAddr(t, container, argv, "https-metrics", "--metrics-addr=")
 	p.healthAddr = portAddr(t, container, argv, "healthz", "--health-addr=")
 	p.start(t)
+	if asUser {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("\nUid:\t%d\t%d\t", uid, uid); !strings.Contains(string(status), want) {
+			t.Errorf("the process does not run as the image's user %d:\n%s", uid, status)
+		}
+	}
 	for _, probe := range []*corev1.Probe{container.LivenessProbe, container.ReadinessProbe} {
 		resp, err := http.Get("http://" + p.healthAddr + probe.HTTPGet.Path)
 		if err != nil {
@@ -291,6 +305,29 @@ func extractImage(t *testing.T, layoutDir, digest, root string) (entrypoint []st
 	}
 	t.Fatalf("the image has no linux/%s manifest (it has %v)", runtime.GOARCH, platforms)
 	return nil, ""
+}
+
+// runtimeEnv is the environment containerd and CRI-O give every container
+// of an image with no Env of its own: their default PATH, the pod's
+// hostname, and HOME from the image's /etc/passwd entry for uid.
+func runtimeEnv(t *testing.T, root string, uid int, hostname string) []string {
+	t.Helper()
+	passwd, err := os.ReadFile(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		t.Fatalf("the image has no /etc/passwd: %v", err)
+	}
+	for _, line := range strings.Split(string(passwd), "\n") {
+		f := strings.Split(line, ":")
+		if len(f) == 7 && f[2] == strconv.Itoa(uid) {
+			return []string{
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				"HOSTNAME=" + hostname,
+				"HOME=" + f[5],
+			}
+		}
+	}
+	t.Fatalf("the image's /etc/passwd has no user %d:\n%s", uid, passwd)
+	return nil
 }
 
 // containerEnv resolves the container's environment as the kubelet would
