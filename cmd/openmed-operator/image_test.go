@@ -23,9 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -68,7 +66,10 @@ func TestReleasedImage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	objs := readManifest(t, filepath.Join(dist, "install.yaml"))
+	objs, err := localrun.ReadObjects(filepath.Join(dist, "install.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var dep appsv1.Deployment
 	for _, o := range objs {
 		if o.GetKind() == "Deployment" {
@@ -200,29 +201,6 @@ func TestReleasedImage(t *testing.T) {
 		t.Error("deletion did not release the model pointer")
 	}
 	p.terminate(t)
-}
-
-// readManifest decodes a multi-document YAML file.
-func readManifest(t *testing.T, path string) []*unstructured.Unstructured {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		o := &unstructured.Unstructured{}
-		if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(o.Object) > 0 {
-			objs = append(objs, o)
-		}
-	}
 }
 
 // extractImage finds the image for this machine's platform in the OCI

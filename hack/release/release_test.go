@@ -5,7 +5,6 @@ import (
 	"context"
 	"debug/elf"
 	"debug/macho"
-	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -27,7 +26,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
 // testBuild is a release of this tree as `make image` builds it.
@@ -362,25 +362,12 @@ func TestVersionMustBeSemantic(t *testing.T) {
 	}
 }
 
-// decode reads a multi-document YAML file.
+// decode reads a multi-document YAML file that must hold objects.
 func decode(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	objs, err := localrun.ReadObjects(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		o := &unstructured.Unstructured{}
-		if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		if len(o.Object) > 0 {
-			objs = append(objs, o)
-		}
 	}
 	if len(objs) == 0 {
 		t.Fatalf("%s holds no objects", path)
