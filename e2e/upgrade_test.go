@@ -227,10 +227,19 @@ func readUpgrade(t *testing.T, ns string) upgradeReading {
 	return r
 }
 
+// git is a git command on this repository: the checkout at root, or the
+// repository $OPENMED_GIT_DIR names for a copy without .git (hack/mutants).
+func git(root string, args ...string) *exec.Cmd {
+	if dir := os.Getenv("OPENMED_GIT_DIR"); dir != "" {
+		return exec.Command("git", append([]string{"--git-dir=" + dir}, args...)...)
+	}
+	return exec.Command("git", append([]string{"-C", root}, args...)...)
+}
+
 // gitShow is a file of the repository at commit.
 func gitShow(t *testing.T, root, commit, path string) []byte {
 	t.Helper()
-	out, err := exec.Command("git", "-C", root, "show", commit+":"+path).Output()
+	out, err := git(root, "show", commit+":"+path).Output()
 	if err != nil {
 		var stderr string
 		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
@@ -247,7 +256,7 @@ func gitShow(t *testing.T, root, commit, path string) []byte {
 func buildPrevious(t *testing.T, root, commit string) string {
 	t.Helper()
 	src := filepath.Join(workDir, "previous-"+commit[:12])
-	archive := exec.Command("git", "-C", root, "archive", "--format=tar", commit)
+	archive := git(root, "archive", "--format=tar", commit)
 	var stderr bytes.Buffer
 	archive.Stderr = &stderr
 	out, err := archive.Output()

@@ -57,6 +57,10 @@ checkout() {
 	git -C "$root" archive HEAD | tar -x -C "$src"
 	ln -s "$root/bin" "$src/bin"
 }
+# The copies have no .git: a test that reads this repository's history (the
+# upgrade test builds the previous release) finds it here.
+OPENMED_GIT_DIR=$(git -C "$root" rev-parse --absolute-git-dir)
+export OPENMED_GIT_DIR
 runtest() { # package, -run, log
 	(cd "$src" && go test -count=1 -timeout 30m -v "$1" -run "$2") >"$3" 2>&1
 }
