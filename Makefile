@@ -12,6 +12,10 @@ BIN := $(CURDIR)/bin
 # Pinned tool versions. A version change gives a new cache key under bin/, so
 # only the changed binaries are rebuilt; everything else is reused.
 KUBE_VERSION ?= v1.37.0
+# The oldest Kubernetes minor the operator supports (its latest patch the
+# module proxy serves): `make test-compat` runs the CRD install and the core
+# end-to-end tests against it (README, "Supported Kubernetes versions").
+KUBE_COMPAT_VERSION ?= v1.34.4
 ETCD_VERSION ?= v3.6.16
 CONTROLLER_GEN_VERSION ?= v0.23.0
 CRD_REF_DOCS_VERSION ?= v0.3.0
@@ -35,6 +39,10 @@ KUBE_APISERVER := $(TESTBIN)/kube-apiserver
 ETCD := $(TESTBIN)/etcd
 KUBE_CONTROLLER_MANAGER := $(TESTBIN)/kube-controller-manager
 KUBE_SCHEDULER := $(TESTBIN)/kube-scheduler
+# The same control plane at KUBE_COMPAT_VERSION (hack/tools/kube-compat),
+# with the same etcd.
+COMPAT_TESTBIN := $(BIN)/k8s/$(KUBE_COMPAT_VERSION)-etcd-$(ETCD_VERSION)
+COMPAT_KUBE_BINARIES := $(addprefix $(COMPAT_TESTBIN)/,kube-apiserver kube-controller-manager kube-scheduler)
 KWOK := $(BIN)/kwok-$(KWOK_VERSION)/kwok
 CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 CRD_REF_DOCS := $(BIN)/crd-ref-docs-$(CRD_REF_DOCS_VERSION)
@@ -102,6 +110,21 @@ $(KWOK): hack/tools/kwok/go.mod
 	@mkdir -p $(dir $@)
 	@echo ">> building kwok $(KWOK_VERSION) from Go modules"
 	cd hack/tools/kwok && go build -o $@.tmp sigs.k8s.io/kwok/cmd/kwok && mv $@.tmp $@
+
+.PHONY: compatbin
+compatbin: $(COMPAT_KUBE_BINARIES) $(COMPAT_TESTBIN)/etcd ## Build kube-apiserver, kube-controller-manager and kube-scheduler at KUBE_COMPAT_VERSION from Go modules into bin/ (cached).
+
+$(COMPAT_KUBE_BINARIES): hack/tools/kube-compat/go.mod
+	@mkdir -p $(@D)
+	@echo ">> building $(@F) $(KUBE_COMPAT_VERSION) from Go modules (first time: several minutes)"
+	cd hack/tools/kube-compat && go build -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@
+
+# The etcd of TESTBIN (the same ETCD_VERSION, part of both directories'
+# names), built first when missing: a hard link, or a copy.
+$(COMPAT_TESTBIN)/etcd:
+	@mkdir -p $(@D)
+	@[ -x $(ETCD) ] || $(MAKE) --no-print-directory $(ETCD)
+	ln -f $(ETCD) $@ 2>/dev/null || cp $(ETCD) $@
 
 .PHONY: fluxbin
 fluxbin: $(KUSTOMIZE_CONTROLLER) $(FLUX) $(FLUX_CRDS) $(NOTIFICATION_CONTROLLER) $(NOTIFICATION_CRDS) ## Build Flux's kustomize-controller, notification-controller and flux CLI from Go modules into bin/ (cached), with their CRDs.
@@ -262,6 +285,17 @@ test: clusterbin fluxbin argocdbin verify-generated vet argocd-upstream monitori
 .PHONY: e2e
 e2e: clusterbin fluxbin argocdbin ## Run only the end-to-end tests (local control plane, Flux, Argo CD, operator binary).
 	go test $(GO_TEST_FLAGS) -v ./e2e/
+
+# What test-compat runs against KUBE_COMPAT_VERSION: the CRD's install (served
+# as generated, its defaults, the verdicts of its OpenAPI schema and CEL
+# rules against the Go validator's, every kustomize bundle applied) and the
+# core end-to-end tests (rollout, automatic rollback, bake, deletion).
+COMPAT_TESTS ?= ^(TestCRDServedAsGenerated|TestExampleDefaults|TestDifferentialValidation|TestOverlaysApply|TestRollout|TestAutomaticRollback|TestBake|TestDeletion)$$
+
+.PHONY: test-compat
+test-compat: compatbin $(KWOK) ## Run the CRD install and the core end-to-end tests (rollout, automatic rollback, bake, deletion) against the oldest supported Kubernetes, KUBE_COMPAT_VERSION.
+	KUBEBUILDER_ASSETS=$(COMPAT_TESTBIN) go test $(GO_TEST_FLAGS) -v -run '$(COMPAT_TESTS)' ./pkg/validation/ ./kustomize/ ./e2e/ \
+		| grep -E -v '^=== (RUN|PAUSE|CONT)'
 
 .PHONY: fuzz
 fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s).

@@ -14,11 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/version"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -177,16 +179,49 @@ func CRDDirectory() string {
 }
 
 // assetsDir is $KUBEBUILDER_ASSETS or, for a plain `go test` after `make
-// testbin`, the single version directory under bin/k8s.
+// testbin`, the version directory under bin/k8s that newestKube picks.
 func assetsDir() (string, error) {
 	if dir := os.Getenv(AssetsEnv); dir != "" {
 		return dir, nil
 	}
 	dirs, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", "k8s", "*"))
-	if len(dirs) == 1 {
-		return dirs[0], nil
+	dir, err := newestKube(dirs)
+	if err != nil {
+		return "", fmt.Errorf("%s is not set and %w: run `make testbin` (or `make test`)", AssetsEnv, err)
 	}
-	return "", fmt.Errorf("%s is not set and bin/k8s holds %d builds: run `make testbin` (or `make test`)", AssetsEnv, len(dirs))
+	return dir, nil
+}
+
+// newestKube picks, among the version directories under bin/k8s
+// (<kube version>-etcd-<etcd version>), the one of the newest Kubernetes
+// version: the one `make test` runs, when the oldest supported version
+// (`make compatbin`) or the build of an earlier KUBE_VERSION sits beside
+// it. Two builds of that version (with two etcd versions), or a name of
+// another form, leave the choice to KUBEBUILDER_ASSETS.
+func newestKube(dirs []string) (string, error) {
+	var newest string
+	var newestVersion *version.Version
+	tie := false
+	for _, dir := range dirs {
+		kube, _, ok := strings.Cut(filepath.Base(dir), "-etcd-")
+		v, err := version.ParseSemantic(kube)
+		if !ok || err != nil {
+			return "", fmt.Errorf("bin/k8s/%s is not named <kube version>-etcd-<etcd version>", filepath.Base(dir))
+		}
+		switch {
+		case newestVersion == nil || v.GreaterThan(newestVersion):
+			newest, newestVersion, tie = dir, v, false
+		case v.EqualTo(newestVersion):
+			tie = true
+		}
+	}
+	switch {
+	case newestVersion == nil:
+		return "", errors.New("bin/k8s holds no build")
+	case tie:
+		return "", fmt.Errorf("bin/k8s holds several builds of Kubernetes %s", newestVersion)
+	}
+	return newest, nil
 }
 
 // wrapBinaries writes one launcher script per binary that execs it under
@@ -248,7 +283,8 @@ var builtBinaries = []struct{ env, pattern string }{
 // UseBuiltBinaries points every variable of the binaries the Makefile
 // builds (KUBEBUILDER_ASSETS, OPENMED_KWOK, OPENMED_FLUX_DIR,
 // OPENMED_FLUX_NOTIFICATION_DIR, OPENMED_ARGOCD_DIR) that is unset at the single build of it under the
-// module's bin/, so `go test` in a fresh shell runs what `make test` runs.
+// module's bin/ (for KUBEBUILDER_ASSETS, the newest Kubernetes version's:
+// newestKube), so `go test` in a fresh shell runs what `make test` runs.
 // A variable already set is kept; one with no build (or several) under bin/
 // stays unset and the test that needs it fails saying which make target
 // builds it.
@@ -257,7 +293,14 @@ func UseBuiltBinaries() {
 		if os.Getenv(b.env) != "" {
 			continue
 		}
-		if found, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", b.pattern)); len(found) == 1 {
+		found, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", b.pattern))
+		if b.env == AssetsEnv {
+			if dir, err := newestKube(found); err == nil {
+				_ = os.Setenv(b.env, dir)
+			}
+			continue
+		}
+		if len(found) == 1 {
 			_ = os.Setenv(b.env, found[0])
 		}
 	}
