@@ -1,12 +1,10 @@
 package e2e_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,30 +261,8 @@ func buildPrevious(t *testing.T, root, commit string) string {
 	if err != nil {
 		t.Fatalf("git archive %s: %v\n%s", commit, err, stderr.String())
 	}
-	tr := tar.NewReader(bytes.NewReader(out))
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(src, filepath.Clean("/"+hdr.Name))
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			err = os.MkdirAll(path, 0o755)
-		case tar.TypeReg:
-			var body []byte
-			if body, err = io.ReadAll(tr); err == nil {
-				if err = os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-					err = os.WriteFile(path, body, os.FileMode(hdr.Mode)&0o777)
-				}
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	if err := localrun.Untar(bytes.NewReader(out), src); err != nil {
+		t.Fatal(err)
 	}
 	bin := filepath.Join(workDir, "openmed-operator-"+commit[:12])
 	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/openmed-operator")

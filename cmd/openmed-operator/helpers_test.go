@@ -151,3 +151,18 @@ func deleteModel(t *testing.T, ns, name string) {
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
+
+// rollOut creates a target and its model in ns and plays the rollout: the
+// operator sets the model pointer, the test completes the Deployment's
+// rollout (nothing else runs controllers here), the model is Ready.
+func rollOut(t *testing.T, ns, name string) {
+	t.Helper()
+	createTarget(t, ns, name)
+	createModel(t, ns, name, nil)
+	waitPhase(t, ns, name, v1alpha1.PhaseRollingOut)
+	if !hasPointer(t, ns, name) {
+		t.Fatal("the rollout did not set the model pointer")
+	}
+	completeRollout(t, ns, name)
+	waitPhase(t, ns, name, v1alpha1.PhaseReady)
+}

@@ -1,12 +1,8 @@
 package main
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -28,7 +24,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/openmed/openmed-operator/kustomize"
-	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
@@ -181,14 +176,7 @@ func TestReleasedImage(t *testing.T) {
 	}
 
 	target := newNamespace(t, "image")
-	createTarget(t, target, "svc")
-	createModel(t, target, "svc", nil)
-	waitPhase(t, target, "svc", v1alpha1.PhaseRollingOut)
-	if !hasPointer(t, target, "svc") {
-		t.Fatal("the rollout did not set the model pointer")
-	}
-	completeRollout(t, target, "svc")
-	waitPhase(t, target, "svc", v1alpha1.PhaseReady)
+	rollOut(t, target, "svc")
 	eventually(t, "the model's info metric", func() (bool, string) {
 		v, ok := sum(p.scrape(t), "openmed_model_info", `name="svc"`, `namespace="`+target+`"`, `phase="Ready"`)
 		return ok && v > 0, fmt.Sprintf("openmed_model_info = %v (found %v)", v, ok)
@@ -255,29 +243,8 @@ func extractImage(t *testing.T, layoutDir, digest, root string) (entrypoint []st
 		}
 		rc := mutate.Extract(img)
 		defer rc.Close()
-		tr := tar.NewReader(rc)
-		for {
-			hdr, err := tr.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if hdr.Typeflag != tar.TypeReg {
-				continue
-			}
-			path := filepath.Join(root, filepath.Clean("/"+hdr.Name))
-			var body bytes.Buffer
-			if _, err := io.Copy(&body, tr); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, body.Bytes(), os.FileMode(hdr.Mode)&0o777); err != nil {
-				t.Fatal(err)
-			}
+		if err := localrun.Untar(rc, root); err != nil {
+			t.Fatal(err)
 		}
 		return cf.Config.Entrypoint, cf.Config.User
 	}

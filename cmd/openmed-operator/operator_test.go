@@ -102,14 +102,7 @@ func TestInstalledServiceAccount(t *testing.T) {
 			}
 
 			p := startOperator(t, tc.overlay, kc, tc.namespace, append(shippedArgs(t, objs), "--gotk-metrics")...)
-			createTarget(t, target, "svc")
-			createModel(t, target, "svc", nil)
-			waitPhase(t, target, "svc", v1alpha1.PhaseRollingOut)
-			if !hasPointer(t, target, "svc") {
-				t.Fatal("the rollout did not set the model pointer")
-			}
-			completeRollout(t, target, "svc")
-			waitPhase(t, target, "svc", v1alpha1.PhaseReady)
+			rollOut(t, target, "svc")
 
 			// The pass records its metrics after the status write that
 			// waitPhase saw, so the scrape waits for them.
