@@ -367,7 +367,6 @@ func (f *argoFlow) files() map[string][]byte {
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		var app []byte
 		for _, u := range objs {
 			u.SetNamespace("")
 			if u.GetKind() == "ConfigMap" && f.note != "" {
@@ -379,12 +378,10 @@ func (f *argoFlow) files() map[string][]byte {
 				// available only after this, so a scale-up takes as long.
 				_ = unstructured.SetNestedField(u.Object, int64(warmUpSeconds), "spec", "minReadySeconds")
 			}
-			data, err := yaml.Marshal(u.Object)
-			if err != nil {
-				f.t.Fatal(err)
-			}
-			app = append(app, "---\n"...)
-			app = append(app, data...)
+		}
+		app, err := localrun.MarshalObjects(objs)
+		if err != nil {
+			f.t.Fatal(err)
 		}
 		files["target.yaml"] = app
 	} else if f.note != "" {

@@ -357,17 +357,14 @@ func repoTree(t *testing.T, version string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var app bytes.Buffer
 	for _, u := range objs {
 		if u.GetKind() == "Deployment" {
 			unstructured.RemoveNestedField(u.Object, "spec", "replicas")
 		}
-		data, err := yaml.Marshal(u.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		app.WriteString("---\n")
-		app.Write(data)
+	}
+	app, err := localrun.MarshalObjects(objs)
+	if err != nil {
+		t.Fatal(err)
 	}
 	models, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.ModelExample))
 	if err != nil || len(models) != 1 {
@@ -385,7 +382,7 @@ func repoTree(t *testing.T, version string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string][]byte{"app/target.yaml": app.Bytes(), "models/openmedmodel.yaml": model}
+	return map[string][]byte{"app/target.yaml": app, "models/openmedmodel.yaml": model}
 }
 
 // createKustomization creates the published Kustomization in path with its

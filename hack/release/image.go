@@ -265,7 +265,6 @@ func (b Build) BuildImage(workDir string) (*Image, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := p
 		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: &p}})
 		out.Binaries[p.OS+"/"+p.Architecture] = bin
 	}
@@ -294,8 +293,7 @@ func (b Build) WriteLayout(img *Image, dir string) error {
 	return p.AppendIndex(img.Index, layout.WithAnnotations(map[string]string{RefNameAnnotation: b.Version}))
 }
 
-// ReadLayout returns the image index the layout in dir names version, or
-// its only one when version is empty.
+// ReadLayout returns the image index the layout in dir names version.
 func ReadLayout(dir, version string) (v1.ImageIndex, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -313,7 +311,7 @@ func ReadLayout(dir, version string) (v1.ImageIndex, error) {
 	for _, d := range m.Manifests {
 		name := d.Annotations[RefNameAnnotation]
 		names = append(names, name)
-		if version == "" && len(m.Manifests) == 1 || name == version {
+		if name == version {
 			return root.ImageIndex(d.Digest)
 		}
 	}

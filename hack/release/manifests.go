@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/kustomize"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
 // shippedImage is the image name the bundles' Deployment runs
@@ -76,23 +76,7 @@ func bundle(overlay, image string) ([]byte, error) {
 	if overlay != crdOverlay && pinned == 0 {
 		return nil, fmt.Errorf("overlay %s runs no container of %s", overlay, shippedImage)
 	}
-	return multiDoc(objs)
-}
-
-// multiDoc writes objects as one YAML stream.
-func multiDoc(objs []*unstructured.Unstructured) ([]byte, error) {
-	var buf bytes.Buffer
-	for i, o := range objs {
-		body, err := yaml.Marshal(o.Object)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		buf.Write(body)
-	}
-	return buf.Bytes(), nil
+	return localrun.MarshalObjects(objs)
 }
 
 // WriteManifests writes install.yaml (the cluster-wide bundle),

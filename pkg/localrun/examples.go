@@ -58,6 +58,21 @@ func ReadObjects(path string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// MarshalObjects writes objects as one multi-document YAML stream, each
+// document after a "---" line: what ReadObjects reads back.
+func MarshalObjects(objs []*unstructured.Unstructured) ([]byte, error) {
+	var buf bytes.Buffer
+	for _, o := range objs {
+		body, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		buf.WriteString("---\n")
+		buf.Write(body)
+	}
+	return buf.Bytes(), nil
+}
+
 // TenantRole reads examples/tenancy/tenant-role.yaml (the ServiceAccount, Role
 // and RoleBinding a tenant's models write as) for namespace ns, as a user
 // copies the file: the namespace replaced, in the objects and in the

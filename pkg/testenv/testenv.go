@@ -293,14 +293,13 @@ func UseBuiltBinaries() {
 		if os.Getenv(b.env) != "" {
 			continue
 		}
-		found, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", b.pattern))
 		if b.env == AssetsEnv {
-			if dir, err := newestKube(found); err == nil {
+			if dir, err := assetsDir(); err == nil {
 				_ = os.Setenv(b.env, dir)
 			}
 			continue
 		}
-		if len(found) == 1 {
+		if found, _ := filepath.Glob(filepath.Join(ModuleRoot(), "bin", b.pattern)); len(found) == 1 {
 			_ = os.Setenv(b.env, found[0])
 		}
 	}
