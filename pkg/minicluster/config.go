@@ -83,6 +83,13 @@ var DefaultControllers = []string{
 	"taint-eviction-controller",
 	"pod-garbage-collector-controller",
 	"root-ca-certificate-publisher-controller",
+	// Computes every ResourceQuota's usage: the API server's quota
+	// admission refuses pods against it (a namespace GPU quota), and
+	// rejects every pod of a namespace whose quota it has not computed.
+	"resourcequota-controller",
+	// Creates a pod's ResourceClaims from its ResourceClaimTemplates and
+	// deletes them with the pod (Dynamic Resource Allocation).
+	"resourceclaim-controller",
 }
 
 // Config says where the binaries are and how the cluster behaves. The zero

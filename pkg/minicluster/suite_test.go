@@ -52,7 +52,7 @@ func runHelper() int {
 
 // requireBinaries fails the test when the binaries have not been built
 // (in -short mode it skips: the test starts a control plane).
-func requireBinaries(t *testing.T) {
+func requireBinaries(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a control plane; skipped in -short mode")

@@ -37,8 +37,8 @@ import (
 //   - the pod turned unready during the bake on a node that is Ready and
 //     stayed unready for BakeUnreadyGrace (a pod that was unready when the
 //     bake began counts from then);
-//   - the Deployment reporting its progress deadline passed or a
-//     ReplicaFailure (the same failure as during the rollout).
+//   - the Deployment reporting its progress deadline passed (the same
+//     failure as during the rollout).
 //
 // What does not: the cluster's failures, never the version's — a pod whose
 // node is not Ready (lost, unreachable: the node lifecycle controller

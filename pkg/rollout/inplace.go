@@ -65,9 +65,10 @@ func MinAvailable(spec v1alpha1.NormalizedSpec, replicas int32) int32 {
 	return max(1, replicas-1)
 }
 
-// switchInPlace decides, for a rollout of spec whose new pod waits for a
-// node, whether it goes on in place. With ReplaceInPlace, once the oldest
-// unschedulable pod has waited unschedulableSeconds and minAvailable leaves
+// switchInPlace decides, for a rollout of spec whose new pod finds no room
+// (no node for it, or a quota that refuses it: noRoomSince), whether it
+// goes on in place. With ReplaceInPlace, once that has lasted
+// unschedulableSeconds and minAvailable leaves
 // a pod to replace, it records the switch (the next pass applies it) and
 // reports true; otherwise it sets what the message adds (inPlaceNote) and
 // when to look again.
@@ -77,7 +78,10 @@ func (d *decider) switchInPlace(spec v1alpha1.NormalizedSpec, manifestHash strin
 	if rs.WhenUnschedulable != v1alpha1.UnschedulableReplaceInPlace || d.obs.Deployment == nil {
 		return false
 	}
-	_, _, since := d.unschedulablePod(manifestHash)
+	since, why, ok := d.noRoomSince(manifestHash)
+	if !ok {
+		return false
+	}
 	wait := time.Duration(ptr.Deref(rs.UnschedulableSeconds, v1alpha1.DefaultUnschedulableSeconds)) * time.Second
 	replicas := ptr.Deref(spec.Replicas, ptr.Deref(d.obs.Deployment.Spec.Replicas, 1))
 	least := MinAvailable(d.desired, replicas)
@@ -86,14 +90,14 @@ func (d *decider) switchInPlace(spec v1alpha1.NormalizedSpec, manifestHash strin
 		return false
 	}
 	if left := since.Add(wait).Sub(d.now.Time); left > 0 {
-		d.inPlaceNote = fmt.Sprintf("; pods are replaced in place %ds after it became unschedulable", int(wait.Seconds()))
+		d.inPlaceNote = fmt.Sprintf("; pods are replaced in place %ds after a new pod found no room", int(wait.Seconds()))
 		d.requeueWithin(left + 100*time.Millisecond)
 		return false
 	}
 	d.st.ReplaceInPlace = &v1alpha1.ReplaceInPlaceStatus{SpecHash: SpecHash(spec), MaxUnavailable: replicas - least, StartedAt: d.now}
 	d.event(corev1.EventTypeNormal, v1alpha1.ReplacingInPlaceReason,
-		fmt.Sprintf("No node has what a new pod of %s needs; replacing pods in place (maxSurge 0, maxUnavailable %d, at least %d of %d available)",
-			spec.Version, replicas-least, least, replicas))
+		fmt.Sprintf(capitalize(fmt.Sprintf(why, spec.Version))+"; replacing pods in place (maxSurge 0, maxUnavailable %d, at least %d of %d available)",
+			replicas-least, least, replicas))
 	d.plan.Requeue = true
 	return true
 }
@@ -117,7 +121,7 @@ func (d *decider) inPlaceSummary(version, target, manifestHash, serving string) 
 	if r.Restoring {
 		return fmt.Sprintf("Rolled out %s on Deployment %s in place; restoring its declared strategy%s", version, target, serving)
 	}
-	return fmt.Sprintf("Replacing the pods of Deployment %s in place for %s (maxSurge 0, maxUnavailable %d): no node has what a new pod needs%s%s",
+	return fmt.Sprintf("Replacing the pods of Deployment %s in place for %s (maxSurge 0, maxUnavailable %d): no room for a new pod beside the old ones%s%s",
 		target, version, r.MaxUnavailable, d.progress(manifestHash), serving)
 }
 

@@ -30,11 +30,6 @@ func RolloutComplete(d *appsv1.Deployment) bool {
 		s.Replicas <= s.UpdatedReplicas && s.AvailableReplicas >= s.UpdatedReplicas
 }
 
-// ReplicaFailureGrace is how long a ReplicaFailure of the model's rollout
-// must last before it fails the rollout: a surge that hits a quota for a
-// moment (until an old pod is gone) is no failure.
-const ReplicaFailureGrace = time.Minute
-
 // deadlineCondition is the Deployment's Progressing=False condition with
 // ProgressDeadlineExceeded for its current generation, or nil.
 func deadlineCondition(d *appsv1.Deployment) *appsv1.DeploymentCondition {
@@ -98,8 +93,8 @@ func progressDeadlineExceeded(d *appsv1.Deployment) bool {
 
 // replicaFailure reports a ReplicaSet that cannot create pods (a quota, an
 // admission webhook) for the current generation. Argo CD and kstatus read
-// it as progress; for the model's own rollout it is a failed rollout once
-// it lasted (decider.deploymentFailed).
+// it as progress, and so does the model until the progress deadline
+// (refusals.go).
 func replicaFailure(d *appsv1.Deployment) bool {
 	return replicaFailureCondition(d) != nil
 }

@@ -175,38 +175,19 @@ func (d *decider) failedNow(dep *appsv1.Deployment) bool {
 
 // deploymentFailed reports a failure of the model's rollout (or rollback)
 // the Deployment controller reports for its current generation, written at
-// or after since (zero: any time):
-//   - its progress deadline passed (Progressing=False,
-//     ProgressDeadlineExceeded);
-//   - a ReplicaFailure (a quota, an admission webhook) that is the
-//     rollout's: it began no earlier than the operator's last apply to the
-//     Deployment (a ReplicaFailure the controller copied from an old
-//     ReplicaSet, an HPA's scale-up that hit a quota before the rollout,
-//     began earlier; the controller reports the new ReplicaSet's over an
-//     old one's) and lasted ReplicaFailureGrace (a surge that waits a
-//     moment for an old pod to go is progress). Until then it is progress,
-//     as gitops-engine and kstatus read it, and one timer wakes the pass
-//     that judges it.
+// or after since (zero: any time): its progress deadline passed
+// (Progressing=False, ProgressDeadlineExceeded), as gitops-engine and
+// kstatus read it. Nothing else fails a rollout before its deadline: a
+// ReplicaFailure (a quota, an admission webhook refusing the pods) and a
+// scheduling gate are progress that waits (refusals.go), named in the
+// status; the controller stops the clock for them as for a pod that waits
+// for a node.
 //
-// Both times are the cluster's: the ReplicaSet condition's transition
-// (kube-controller-manager) and the managedFields time (the API server).
+// The time is the cluster's: the condition's update
+// (kube-controller-manager).
 func (d *decider) deploymentFailed(dep *appsv1.Deployment, since time.Time) bool {
-	if c := deadlineCondition(dep); c != nil && !c.LastUpdateTime.Time.Before(since) {
-		return true
-	}
-	c := replicaFailureCondition(dep)
-	if c == nil {
-		return false
-	}
-	began := c.LastTransitionTime.Time
-	if began.Before(since) || began.Before(appliedAt(dep, d.opts.FieldManager)) {
-		return false
-	}
-	if left := began.Add(ReplicaFailureGrace).Sub(d.now.Time); left > 0 {
-		d.requeueWithin(left + 100*time.Millisecond)
-		return false
-	}
-	return true
+	c := deadlineCondition(dep)
+	return c != nil && !c.LastUpdateTime.Time.Before(since)
 }
 
 // applyDesired writes the desired pointer to a target that does not carry
@@ -343,8 +324,10 @@ func (d *decider) awaitController(ours bool) {
 func (d *decider) rolling() {
 	d.inFlight()
 	pod, msg := d.unschedulable(d.st.ManifestHash)
+	refused := d.podRefusal()
+	gated, gates := d.gatedPod(d.st.ManifestHash)
 	switch {
-	case d.replacingInPlace(d.hash) || d.restoringStrategy(d.hash) || (pod != "" && d.switchInPlace(d.desired, d.st.ManifestHash)):
+	case d.replacingInPlace(d.hash) || d.restoringStrategy(d.hash) || d.switchInPlace(d.desired, d.st.ManifestHash):
 		d.rollingAs(replacingInPlaceTuple)
 	case pod != "":
 		// A new pod waits for a node: progress, said with the scheduler's
@@ -352,6 +335,19 @@ func (d *decider) rolling() {
 		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.UnschedulableReason,
 			fmt.Sprintf("Pod %s of %s cannot be scheduled: %s", pod, d.desired.Version, msg), v1alpha1.UnschedulableReason)
 		d.rollingAs(unschedulableTuple)
+	case refused != nil:
+		// The API server refuses the version's pods (a quota, a
+		// webhook): progress that waits until the deadline, said with its
+		// answer, once per rollout as an event.
+		d.eventOnChange(corev1.EventTypeWarning, v1alpha1.PodCreationRefusedReason,
+			fmt.Sprintf("Pods of %s cannot be created: %s", d.desired.Version, refused.message), v1alpha1.PodCreationRefusedReason)
+		d.rollingAs(podCreationRefusedTuple)
+	case gated != "":
+		// A scheduling gate holds a new pod until whatever added it (an
+		// admission system) lets it go: progress that waits.
+		d.eventOnChange(corev1.EventTypeNormal, v1alpha1.SchedulingGatedReason,
+			fmt.Sprintf("Pod %s of %s waits for admission: scheduling gate %s", gated, d.desired.Version, gates), v1alpha1.SchedulingGatedReason)
+		d.rollingAs(schedulingGatedTuple)
 	case d.old.Phase == v1alpha1.PhaseRollingOut && rolloutReported(d.old):
 	default:
 		d.rollingAs(rollingTuple)

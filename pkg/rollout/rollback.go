@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,11 +23,10 @@ import (
 // write would let the next pass apply the failed spec again. The next pass
 // reads the record and applies the rollback (monitor).
 func (d *decider) rolloutFailed() {
-	if pod, msg := d.unschedulable(d.st.ManifestHash); pod != "" {
+	if cause, reason, ok := d.refusalCause(d.st.ManifestHash, d.desired.Version); ok {
 		// The deadline passed while a pod of the version waited for a
-		// node: the failure names what the scheduler could not find.
-		cause := fmt.Sprintf("pod %s of %s could not be scheduled: %s", pod, d.desired.Version, msg)
-		d.rolloutFailedWith(EventMsgRolloutFailedPrefix+cause, v1alpha1.UnschedulableReason, MsgUnschedulableFailedPrefix+cause)
+		// node, was refused or held by a gate: the failure names it.
+		d.rolloutFailedWith(EventMsgRolloutFailedPrefix+cause, reason, MsgUnschedulableFailedPrefix+cause)
 		return
 	}
 	d.rolloutFailedWith(EventMsgRolloutFailed, "", "")
@@ -40,7 +38,7 @@ func (d *decider) rolloutFailed() {
 // failed for as long as it holds it, not only in the pass that saw it.
 func (d *decider) failureCause(tp tuple) tuple {
 	c := apimeta.FindStatusCondition(d.old.Conditions, v1alpha1.DegradedCondition)
-	if c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.UnschedulableReason && d.st.FailedSpecHash == d.hash {
+	if c != nil && c.Status == metav1.ConditionTrue && refusalReason(c.Reason) && d.st.FailedSpecHash == d.hash {
 		tp.degraded = t(c.Reason, c.Message)
 	}
 	return tp
@@ -167,7 +165,7 @@ func (d *decider) monitor(r v1alpha1.NormalizedSpec, states rollbackStates) bool
 	default:
 		// A rollback needs room for a new pod too: without a node for it,
 		// it goes on in place like a rollout (whenUnschedulable).
-		if pod, _ := d.unschedulable(ManifestHash(r)); pod != "" && !d.replacingInPlace(SpecHash(r)) && !d.restoringStrategy(SpecHash(r)) {
+		if !d.replacingInPlace(SpecHash(r)) && !d.restoringStrategy(SpecHash(r)) {
 			d.switchInPlace(r, ManifestHash(r))
 		}
 		d.conditions(inProgress, reconciling)

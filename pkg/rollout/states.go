@@ -196,6 +196,18 @@ var (
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	})
+	podCreationRefusedTuple = declare((*decider).podCreationRefusedSummary, tuple{
+		ready:       f(v1alpha1.PodCreationRefusedReason, MsgPodCreationRefused),
+		progressing: t(v1alpha1.PodCreationRefusedReason, MsgPodCreationRefused),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	})
+	schedulingGatedTuple = declare((*decider).schedulingGatedSummary, tuple{
+		ready:       f(v1alpha1.SchedulingGatedReason, MsgSchedulingGated),
+		progressing: t(v1alpha1.SchedulingGatedReason, MsgSchedulingGated),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	})
 	scalingTuple = declare((*decider).scalingSummary, tuple{
 		ready:       f(v1alpha1.ScalingReason, MsgScaling),
 		progressing: t(v1alpha1.ScalingReason, MsgScaling),

@@ -66,7 +66,7 @@ func (d *decider) rollingSummary(string) string {
 		// desired version, not yet seen by the Deployment controller.
 		return fmt.Sprintf("Waiting for the Deployment controller to observe Deployment %s; serving %s", target, desired)
 	}
-	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.replicaFailureNote(), d.servingNote())
+	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", desired, target, d.progress(d.st.ManifestHash), d.refusalNote(), d.servingNote())
 }
 
 func (d *decider) rolledBackSummary(typ string) string {
@@ -80,17 +80,27 @@ func (d *decider) rolledBackSummary(typ string) string {
 			desired, target, d.failureCauseNote(), active, v1alpha1.ResetRequestAnnotation)
 	default:
 		return fmt.Sprintf("Rolling back Deployment %s to %s after %s failed%s%s%s", target, d.rollbackVersion(), desired, d.progress(d.rollbackHash()),
-			d.unschedulableNote(d.rollbackHash()), d.inPlaceRollbackNote())
+			d.heldBackNote(d.rollbackHash()), d.inPlaceRollbackNote())
 	}
 }
 
 func (d *decider) manualRollbackSummary(string) string {
 	return fmt.Sprintf("Rolling back Deployment %s to %s (%s)%s%s", TargetName(d.obj), d.rollbackVersion(), v1alpha1.RollbackToAnnotation,
-		d.progress(d.rollbackHash()), d.unschedulableNote(d.rollbackHash()))
+		d.progress(d.rollbackHash()), d.heldBackNote(d.rollbackHash()))
 }
 
 func (d *decider) replacingInPlaceSummary(string) string {
 	return d.inPlaceSummary(d.st.DesiredVersion, TargetName(d.obj), d.st.ManifestHash, d.servingNote())
+}
+
+func (d *decider) podCreationRefusedSummary(string) string {
+	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", d.st.DesiredVersion, TargetName(d.obj), d.progress(d.st.ManifestHash),
+		d.refusalNote(), d.servingNote())
+}
+
+func (d *decider) schedulingGatedSummary(string) string {
+	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", d.st.DesiredVersion, TargetName(d.obj), d.progress(d.st.ManifestHash),
+		d.gatedNote(d.st.ManifestHash), d.servingNote())
 }
 
 func (d *decider) unschedulableSummary(string) string {
@@ -199,14 +209,14 @@ func (d *decider) inPlaceRollbackNote() string {
 	case r.Restoring:
 		return "; restoring the declared strategy"
 	}
-	return fmt.Sprintf("; replacing pods in place (maxSurge 0, maxUnavailable %d): no node has what a new pod needs", r.MaxUnavailable)
+	return fmt.Sprintf("; replacing pods in place (maxSurge 0, maxUnavailable %d): no room for a new pod beside the old ones", r.MaxUnavailable)
 }
 
 // failureCauseNote is ": " and the cause of the desired version's failure
 // that Degraded records (a pod that could not be scheduled), or "".
 func (d *decider) failureCauseNote() string {
 	if c := meta.FindStatusCondition(d.st.Conditions, v1alpha1.DegradedCondition); c != nil && c.Status == metav1.ConditionTrue &&
-		c.Reason == v1alpha1.UnschedulableReason {
+		refusalReason(c.Reason) {
 		return ": " + strings.TrimPrefix(c.Message, MsgUnschedulableFailedPrefix)
 	}
 	return ""
@@ -272,29 +282,6 @@ func (d *decider) progress(manifestHash string) string {
 		return ""
 	}
 	return fmt.Sprintf(": %d/%d pods updated, %d available", dep.Status.UpdatedReplicas, specReplicas(dep), dep.Status.AvailableReplicas)
-}
-
-// replicaFailureNote is what a rollout's message adds while the Deployment
-// controller reports a ReplicaFailure it does not count (yet): its reason,
-// since when, and the controller's message (a quota or an admission
-// webhook's answer, at most 200 characters). It is the one text from the
-// cluster a summary carries: without it the cause is only in `kubectl
-// describe`.
-func (d *decider) replicaFailureNote() string {
-	dep := d.obs.Deployment
-	if dep == nil {
-		return ""
-	}
-	c := replicaFailureCondition(dep)
-	if c == nil {
-		return ""
-	}
-	msg := c.Message
-	if utf8.RuneCountInString(msg) > 200 {
-		msg = string([]rune(msg)[:200]) + "…"
-	}
-	return fmt.Sprintf("; the Deployment controller reports ReplicaFailure since %s (%s: %s)",
-		c.LastTransitionTime.UTC().Format(time.RFC3339), c.Reason, msg)
 }
 
 // availability is "1/2 pods available".

@@ -36,6 +36,10 @@ type pendingPod struct {
 
 	// scheduled is the pod's PodScheduled condition, when it has one.
 	scheduled *pendingCondition
+
+	// gates are the names of the pod's scheduling gates, comma-separated
+	// and bounded (rollout.GateNames); "" when none holds it.
+	gates string
 }
 
 // pendingCondition is a PodScheduled condition; the message is bounded
@@ -67,16 +71,20 @@ func compactPendingPod(obj any) (any, error) {
 				message: rollout.Shorten(c.Message, rollout.MaxSchedulerMessage), lastTransitionTime: c.LastTransitionTime}
 		}
 	}
+	if len(p.Spec.SchedulingGates) > 0 {
+		out.gates = intern(rollout.GateNames(p))
+	}
 	return out, nil
 }
 
 func (p *pendingPod) ownerKey() string { return p.owner }
 
-// wakes: only a pod the scheduler reported unschedulable wakes its model
-// (when it comes, changes or goes); a pod bound at once wakes nothing.
+// wakes: only a pod the scheduler reported unschedulable, or one a
+// scheduling gate holds, wakes its model (when it comes, changes or goes);
+// a pod bound at once wakes nothing.
 func (p *pendingPod) wakes() bool {
 	return p.owner != "" && p.scheduled != nil && p.scheduled.status == corev1.ConditionFalse &&
-		p.scheduled.reason == corev1.PodReasonUnschedulable
+		(p.scheduled.reason == corev1.PodReasonUnschedulable || p.scheduled.reason == corev1.PodReasonSchedulingGated)
 }
 
 func (p *pendingPod) pod() corev1.Pod {
@@ -89,6 +97,10 @@ func (p *pendingPod) pod() corev1.Pod {
 	}
 	out.OwnerReferences = replicaSetRef(p.replicaSet, p.replicaSetUID)
 	out.Status.Phase = corev1.PodPending
+	if p.gates != "" {
+		// One gate whose name lists them all: what the status says of them.
+		out.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: p.gates}}
+	}
 	if c := p.scheduled; c != nil {
 		out.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: c.status, Reason: c.reason,
 			Message: c.message, LastTransitionTime: c.lastTransitionTime}}
@@ -101,7 +113,7 @@ func (p *pendingPod) pod() corev1.Pod {
 // model.
 func (p *pendingPod) sameAs(other keptPod) bool {
 	o, ok := other.(*pendingPod)
-	if !ok || p.owner != o.owner || p.manifestHash != o.manifestHash || p.replicaSetUID != o.replicaSetUID || !p.DeletionTimestamp.Equal(o.DeletionTimestamp) ||
+	if !ok || p.owner != o.owner || p.manifestHash != o.manifestHash || p.replicaSetUID != o.replicaSetUID || !p.DeletionTimestamp.Equal(o.DeletionTimestamp) || p.gates != o.gates ||
 		(p.scheduled == nil) != (o.scheduled == nil) {
 		return false
 	}

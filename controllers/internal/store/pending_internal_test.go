@@ -54,6 +54,10 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 	long := strings.Repeat("0/4000 nodes are available: 4000 Insufficient nvidia.com/gpu. ", 20)
 	deleting := pendingPodOf("openmed-service-7c9d8f6b5-gone", "models/clinical-ner", unschedulableCondition(schedulerVerdict))
 	deleting.DeletionTimestamp = ptr.To(metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 5, 0, time.UTC)))
+	gated := pendingPodOf("openmed-service-7c9d8f6b5-gated", "models/clinical-ner", &corev1.PodCondition{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated, Message: "Scheduling is blocked due to non-empty scheduling gates",
+		LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 1, 0, time.UTC))})
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: "example.com/budget"}}
 	tests := []struct {
 		name  string
 		pod   *corev1.Pod
@@ -66,6 +70,7 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 			&corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}), false},
 		{"another workload's pod", pendingPodOf("trainer-5d8f7c9b6-abcde", "", unschedulableCondition(schedulerVerdict)), false},
 		{"being deleted", deleting, true},
+		{"held by a scheduling gate (Kueue)", gated, true},
 	}
 	// A pod of another namespace that carries a model's owner annotation
 	// (a copy of its pod template), an owner annotation that names no
@@ -113,6 +118,10 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 				if copied.Annotations[k] != tc.pod.Annotations[k] {
 					t.Errorf("annotation %s = %q, want %q", k, copied.Annotations[k], tc.pod.Annotations[k])
 				}
+			}
+			if w, g := rollout.SchedulingGated(tc.pod), rollout.SchedulingGated(&copied); (w == nil) != (g == nil) ||
+				rollout.GateNames(tc.pod) != rollout.GateNames(&copied) || (w != nil && !w.LastTransitionTime.Equal(&g.LastTransitionTime)) {
+				t.Errorf("SchedulingGated: full pod %v gates %q, copy %v gates %q", w, rollout.GateNames(tc.pod), g, rollout.GateNames(&copied))
 			}
 			want, got := rollout.Unschedulable(tc.pod), rollout.Unschedulable(&copied)
 			switch {

@@ -79,6 +79,19 @@ const (
 	// because no node has the resources it requests free (a GPU). Progress
 	// that waits, not a failure, until the progress deadline passes.
 	UnschedulableReason = "Unschedulable"
+	// PodCreationRefusedReason: the Deployment controller cannot create a
+	// pod of the version being rolled out (or rolled back to): the API
+	// server refused it (ReplicaFailure=True, FailedCreate), most often a
+	// namespace ResourceQuota, else a LimitRange or an admission webhook,
+	// named in the message. Progress that waits, not a failure, until the
+	// progress deadline passes.
+	PodCreationRefusedReason = "PodCreationRefused"
+	// SchedulingGatedReason: a pod of the version being rolled out (or
+	// rolled back to) is held by a scheduling gate (spec.schedulingGates,
+	// PodScheduled=False, reason SchedulingGated), such as the admission
+	// gate of Kueue, until whatever added the gate removes it. Progress
+	// that waits, not a failure, until the progress deadline passes.
+	SchedulingGatedReason = "SchedulingGated"
 	// ReplacingInPlaceReason: a pod of the version being rolled out (or
 	// back to) stayed unschedulable, and spec.rolloutStrategy.whenUnschedulable
 	// is ReplaceInPlace: the Deployment replaces pods in place (maxSurge 0)

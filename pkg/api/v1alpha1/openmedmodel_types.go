@@ -243,7 +243,8 @@ type RolloutStrategy struct {
 
 	// WhenUnschedulable is what a rollout does when a pod of the version it
 	// rolls out (or back to) stays unschedulable — the scheduler finds no
-	// node with what the pod requests free, typically a GPU — for
+	// node with what the pod requests free, typically a GPU, or the
+	// namespace's ResourceQuota refuses to create it — for
 	// unschedulableSeconds. Wait (the default) waits for capacity until the
 	// progress deadline. ReplaceInPlace finishes the rollout without a
 	// spare: the Deployment's strategy becomes maxSurge 0 and

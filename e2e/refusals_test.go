@@ -1,0 +1,423 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+
+	"github.com/openmed/openmed-operator/health"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+)
+
+// quotaName is the namespace GPU quota of the refusal tests.
+const quotaName = "gpu"
+
+// gpuQuota creates a ResourceQuota of gpus requested GPUs in ns and waits
+// until kube-controller-manager's resourcequota-controller computed its
+// usage: the API server's quota admission refuses every pod of the
+// namespace until it has.
+func gpuQuota(t *testing.T, ns string, gpus int64) {
+	t.Helper()
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: quotaName},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"requests." + gpu: *resource.NewQuantity(gpus, resource.DecimalSI)}},
+	}
+	if err := k8s.Create(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the quota's usage computed", func() (bool, string) {
+		got := &corev1.ResourceQuota{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(q), got); err != nil {
+			return false, err.Error()
+		}
+		_, ok := got.Status.Used["requests."+gpu]
+		return ok, fmt.Sprintf("%+v", got.Status)
+	})
+}
+
+// quotaScene is the scene of issue 50: a node with GPUs free (4), a
+// namespace quota of gpus requested GPUs, and the model Ready at v1
+// holding two of them.
+func quotaScene(t *testing.T, ns string, gpus int64) {
+	t.Helper()
+	joinGPUNode(t, ns, 4)
+	gpuQuota(t, ns, gpus)
+	readyModel(t, ns, v1, "", func(d *appsv1.Deployment) {
+		pinToPool(d, ns)
+		requestGPU(d)
+	})
+}
+
+// refusedSince is when the ReplicaSet of the version whose manifest hash is
+// hash first failed to create a pod: its ReplicaFailure condition's
+// transition (kube-controller-manager's clock, to the second).
+func refusedSince(t *testing.T, ns, hash string) (time.Time, string) {
+	t.Helper()
+	var at time.Time
+	var msg string
+	eventually(t, "the ReplicaSet of "+hash+" reporting FailedCreate", func() (bool, string) {
+		var list appsv1.ReplicaSetList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, rs := range list.Items {
+			if rs.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] != hash {
+				continue
+			}
+			for _, c := range rs.Status.Conditions {
+				if c.Type == appsv1.ReplicaSetReplicaFailure && c.Status == corev1.ConditionTrue {
+					at, msg = c.LastTransitionTime.Time, c.Message
+					return true, ""
+				}
+			}
+		}
+		return false, "no ReplicaFailure yet"
+	})
+	return at, msg
+}
+
+// TestQuotaRefusal: a namespace quota that holds exactly what the model's
+// pods hold refuses the surge pod of an upgrade (the ReplicaSet's
+// FailedCreate), on a node with GPUs free. With ReplaceInPlace the rollout
+// finishes within the quota, never below minAvailable; with Wait the model
+// names the quota within 2 s, as progress in every face, fails only at the
+// deadline naming the quota, and a freed quota lets it finish (issue 50;
+// before, it rolled the healthy version back a minute in).
+func TestQuotaRefusal(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+
+	t.Run("replace-in-place-fits-the-quota", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		quotaScene(t, ns, 2)
+		declared := read(t, ns).d.Spec.Strategy
+		w := watchDeployment(t, ns)
+		faces := startFaceWatch(t, ns)
+		committed := time.Now()
+		replaceInPlace(t, ns, v2, 2, 150)
+		s := waitServing(t, ns, v2)
+		t.Logf("Ready at %s %s after the commit; strategies %v; fewest available pods %d", v2,
+			time.Since(committed).Round(100*time.Millisecond), w.strategies, w.minAvailable)
+		w.stop(t, s.d.ResourceVersion)
+		samples := faces.stop(t, s.m.ResourceVersion)
+		if w.minAvailable < 1 {
+			t.Errorf("the Deployment had %d available pods at resourceVersion %s; minAvailable is 1", w.minAvailable, w.minAt)
+		}
+		if !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) {
+			t.Errorf("strategy %+v after the rollout, %+v declared", s.d.Spec.Strategy, declared)
+		}
+		if !slices.Contains(w.strategies, "maxSurge=0 maxUnavailable=1") {
+			t.Errorf("the Deployment never replaced in place: strategies %v", w.strategies)
+		}
+		if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 || s.m.Status.ReplaceInPlace != nil {
+			t.Errorf("the rollout failed on its way or left its record: %s %+v", s, s.m.Status.ReplaceInPlace)
+		}
+		if m := eventMessages(t, ns, v1alpha1.ReplacingInPlaceReason); len(m) != 1 || !strings.Contains(m[0], "quota") {
+			t.Errorf("ReplacingInPlace events: %q", m)
+		}
+		for _, smp := range samples {
+			if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] || smp.err != "" {
+				t.Errorf("on its way: %s %v %s", smp.summary, smp.faces, smp.err)
+			}
+		}
+	})
+
+	t.Run("wait-names-the-quota-and-fails-at-the-deadline", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		quotaScene(t, ns, 2)
+		faces := startFaceWatch(t, ns)
+		const deadline = 30
+		upgrade(t, ns, v2, deadline)
+		refused, answer := refusedSince(t, ns, hashOf(t, v2))
+		said, ok := faces.firstWritten("False/" + v1alpha1.PodCreationRefusedReason)
+		if !ok {
+			t.Fatal("no watched version of the model read PodCreationRefused")
+		}
+		lag := said.Sub(refused)
+		t.Logf("the ReplicaSet's FailedCreate at %s (%q); the model's first PodCreationRefused status written at %s, %s later",
+			refused.UTC().Format(time.RFC3339), answer, said.UTC().Format(time.RFC3339), lag)
+		if lag > 2*time.Second {
+			t.Errorf("the model named the refusal %s after the ReplicaSet's FailedCreate, want within 2 s", lag)
+		}
+		named := read(t, ns)
+		if msg := reconcilingMessage(named.m); !strings.Contains(msg, "exceeded quota: "+quotaName) {
+			t.Errorf("Reconciling message %q does not name the quota", msg)
+		}
+		failed := waitStateWithin(t, ns, "rolled back with the failure naming the quota", 2*time.Minute, func(s state) bool {
+			return s.m.Status.Phase == v1alpha1.PhaseRolledBack &&
+				s.snap.Condition(v1alpha1.DegradedCondition) == "True/"+v1alpha1.PodCreationRefusedReason
+		})
+		degraded := apimeta.FindStatusCondition(failed.m.Status.Conditions, v1alpha1.DegradedCondition)
+		if !strings.Contains(degraded.Message, "exceeded quota: "+quotaName) || !strings.Contains(degraded.Message, "progress deadline") {
+			t.Errorf("Degraded after the deadline: %q", degraded.Message)
+		}
+		if m := recordedEvents(t, ns, v1alpha1.RolloutFailedReason, 1); len(m) != 1 || !strings.Contains(m[0], "exceeded quota") {
+			t.Errorf("RolloutFailed events: %q", m)
+		}
+		if m := eventMessages(t, ns, v1alpha1.PodCreationRefusedReason); len(m) != 1 {
+			t.Errorf("%d PodCreationRefused events, want 1: %q", len(m), m)
+		}
+		// Not before the deadline: the rollback's start is no earlier
+		// than the Deployment's own ProgressDeadlineExceeded.
+		held := waitState(t, ns, "held at "+v1, func(s state) bool {
+			return apimeta.IsStatusConditionTrue(s.m.Status.Conditions, v1alpha1.RolledBackCondition) && settled(s.d)
+		})
+		samples := faces.stop(t, held.m.ResourceVersion)
+		var waiting int
+		for _, smp := range samples {
+			if smp.err != "" {
+				t.Errorf("%s: %s", smp.summary, smp.err)
+			}
+			if strings.HasPrefix(smp.ready, "False/RolledBack") {
+				if at := smp.written.Sub(refused); at < deadline*time.Second-time.Second {
+					t.Errorf("rolled back %s after the first refusal, before the %ds deadline", at, deadline)
+				}
+				break
+			}
+			if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] {
+				t.Errorf("before the deadline: %s %v", smp.summary, smp.faces)
+			}
+			if smp.ready != "False/"+v1alpha1.PodCreationRefusedReason {
+				continue
+			}
+			waiting++
+			if len(smp.argo) != 1 || !smp.argo[health.Progressing] || len(smp.ks) != 1 || !smp.ks[kstatus.InProgressStatus] {
+				t.Errorf("while refused: %s %v", smp.summary, smp.faces)
+			}
+			for _, m := range smp.messages {
+				if !strings.Contains(m, "exceeded quota") {
+					t.Errorf("an Argo CD face's message does not name the quota: %q", m)
+				}
+			}
+		}
+		if waiting == 0 {
+			t.Errorf("no stored version read PodCreationRefused: %d versions", len(samples))
+		}
+	})
+
+	t.Run("a-freed-quota-lets-it-finish", func(t *testing.T) {
+		t.Parallel()
+		ns := newNamespace(t)
+		quotaScene(t, ns, 3)
+		// Another workload of the namespace takes the third GPU of the
+		// quota (the node has one more free).
+		other := fillPool(t, ns)
+		upgrade(t, ns, v2, 300)
+		waitState(t, ns, "the model naming the quota", func(s state) bool {
+			return s.snap.Condition(v1alpha1.ReadyCondition) == "False/"+v1alpha1.PodCreationRefusedReason
+		})
+		if err := k8s.Delete(context.Background(), other, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+			t.Fatal(err)
+		}
+		freed := time.Now()
+		s := waitServing(t, ns, v2)
+		t.Logf("Ready at %s %s after the other workload was deleted", v2, time.Since(freed).Round(100*time.Millisecond))
+		if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
+			t.Errorf("the rollout failed on its way: %s", s)
+		}
+	})
+}
+
+// admitter removes the scheduling gate of the pods of ns whose manifest
+// hash it admits, as Kueue removes its admission gate once a workload is
+// admitted: the test's own stand-in for an admission system, acting on
+// real pods through the API server.
+type admitter struct {
+	mu       sync.Mutex
+	admitted map[string]bool
+}
+
+// admitPods starts an admitter over ns that admits the given manifest
+// hashes; it stops with the test.
+func admitPods(t *testing.T, ns string, hashes ...string) *admitter {
+	t.Helper()
+	a := &admitter{admitted: map[string]bool{}}
+	a.admit(hashes...)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var pods corev1.PodList
+			if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err == nil {
+				for i := range pods.Items {
+					p := &pods.Items[i]
+					a.mu.Lock()
+					ok := a.admitted[p.Annotations[v1alpha1.ManifestHashAnnotation]]
+					a.mu.Unlock()
+					if ok && len(p.Spec.SchedulingGates) > 0 && p.DeletionTimestamp == nil {
+						patch := []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`)
+						_ = k8s.Patch(ctx, p, client.RawPatch(types.JSONPatchType, patch))
+					}
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+func (a *admitter) admit(hashes ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, h := range hashes {
+		a.admitted[h] = true
+	}
+}
+
+// admissionGate is the scheduling gate Kueue puts on a pod until it admits
+// the workload.
+const admissionGate = "kueue.x-k8s.io/admission"
+
+// TestSchedulingGate: every pod of the target is created with Kueue's
+// admission gate (as Kueue's webhook adds it); an admission system lets
+// v1's pods go. v2's new pod is held: the model names the gate, as
+// progress, and goes on once the pod is admitted; never admitted, the
+// failure at the deadline names the gate (issue 50).
+func TestSchedulingGate(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+	gatedScene := func(t *testing.T) (string, *admitter) {
+		ns := newNamespace(t)
+		joinNode(t, ns)
+		a := admitPods(t, ns, hashOf(t, v1))
+		readyModel(t, ns, v1, "", func(d *appsv1.Deployment) {
+			pinToPool(d, ns)
+			d.Spec.Template.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: admissionGate}}
+		})
+		return ns, a
+	}
+
+	t.Run("named-then-admitted", func(t *testing.T) {
+		t.Parallel()
+		ns, a := gatedScene(t)
+		faces := startFaceWatch(t, ns)
+		upgrade(t, ns, v2, 300)
+		s := waitState(t, ns, "the model naming the gate", func(s state) bool {
+			return s.snap.Condition(v1alpha1.ReadyCondition) == "False/"+v1alpha1.SchedulingGatedReason
+		})
+		if msg := reconcilingMessage(s.m); !strings.Contains(msg, "waits for admission: scheduling gate "+admissionGate) {
+			t.Errorf("Reconciling message %q does not name the gate", msg)
+		}
+		a.admit(hashOf(t, v2))
+		s = waitServing(t, ns, v2)
+		if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
+			t.Errorf("the rollout failed on its way: %s", s)
+		}
+		if m := eventMessages(t, ns, v1alpha1.SchedulingGatedReason); len(m) != 1 || !strings.Contains(m[0], admissionGate) {
+			t.Errorf("SchedulingGated events: %q", m)
+		}
+		for _, smp := range faces.stop(t, s.m.ResourceVersion) {
+			if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] || smp.err != "" {
+				t.Errorf("on its way: %s %v %s", smp.summary, smp.faces, smp.err)
+			}
+		}
+	})
+
+	t.Run("never-admitted-fails-at-the-deadline-naming-the-gate", func(t *testing.T) {
+		t.Parallel()
+		ns, _ := gatedScene(t)
+		upgrade(t, ns, v2, 20)
+		failed := waitStateWithin(t, ns, "rolled back with the failure naming the gate", 2*time.Minute, func(s state) bool {
+			return s.m.Status.Phase == v1alpha1.PhaseRolledBack &&
+				s.snap.Condition(v1alpha1.DegradedCondition) == "True/"+v1alpha1.SchedulingGatedReason
+		})
+		if d := apimeta.FindStatusCondition(failed.m.Status.Conditions, v1alpha1.DegradedCondition); !strings.Contains(d.Message, admissionGate) {
+			t.Errorf("Degraded after the deadline: %q", d.Message)
+		}
+	})
+}
+
+// TestPreemptionDuringBake: the real scheduler preempts a pod of the
+// baking version for a higher-priority pod (DisruptionTarget,
+// PreemptionByScheduler); that is the cluster's choice, not the version's
+// failure: the bake goes on, and once the replacement runs the version is
+// Ready, never rolled back (issue 50).
+func TestPreemptionDuringBake(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// 3 GPUs: v1's two pods and the surge pod of the upgrade.
+	joinGPUNode(t, ns, 3)
+	readyModel(t, ns, v1, "", func(d *appsv1.Deployment) {
+		pinToPool(d, ns)
+		requestGPU(d)
+	})
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "training-" + ns}, Value: 1000000,
+		Description: "the e2e test's higher-priority workload"}
+	if err := k8s.Create(ctx, pc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pc) })
+
+	bakeVersion(t, ns, v2)
+	waitState(t, ns, v2+" baking", func(s state) bool {
+		return s.snap.Condition(v1alpha1.ReconcilingCondition) == "True/"+v1alpha1.BakingReason
+	})
+	// Two GPUs for a pod of higher priority: one is free, the other is a
+	// model pod's, which the scheduler preempts.
+	hi := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "training"},
+		Spec: corev1.PodSpec{PriorityClassName: pc.Name, Containers: []corev1.Container{{Name: "trainer", Image: "trainer:1",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{gpu: resource.MustParse("2")}}}}},
+	}
+	pinPod(hi, ns)
+	if err := k8s.Create(ctx, hi); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the scheduler preempting a pod of "+v2, func() (bool, string) {
+		return countEvents(t, ns, "Preempted") > 0, "no Preempted event"
+	})
+	eventually(t, "the training pod running", func() (bool, string) {
+		p := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(hi), p); err != nil {
+			return false, err.Error()
+		}
+		return p.Spec.NodeName != "", "not bound"
+	})
+	// The training finishes: its GPUs go back, the replacement runs.
+	if err := k8s.Delete(ctx, hi); err != nil {
+		t.Fatal(err)
+	}
+	s := waitServing(t, ns, v2)
+	if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
+		t.Errorf("the preemption failed the bake: %s", s)
+	}
+	if m := eventMessages(t, ns, "Preempted"); len(m) == 0 {
+		t.Error("no pod was preempted")
+	} else {
+		t.Logf("preempted: %q", m)
+	}
+}
+
+// pinPod puts p in the test's pool, as pinToPool does a Deployment's pods.
+func pinPod(p *corev1.Pod, pool string) {
+	d := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: p.Spec}}}
+	pinToPool(d, pool)
+	p.Spec = d.Spec.Template.Spec
+	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+}
