@@ -255,7 +255,8 @@ type ClaimTemplate struct {
 	// Template is the template read; nil when it could not be read.
 	Template *resourcev1.ResourceClaimTemplate
 	// Unreadable says in a few words why the template could not be read
-	// ("not found", "forbidden: ..."), when Template is nil.
+	// ("not found", "you may not get resourceclaimtemplates"), when
+	// Template is nil.
 	Unreadable string
 }
 
