@@ -15,6 +15,7 @@ package preview
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -23,6 +24,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -213,8 +215,10 @@ type Result struct {
 	OnFailure string `json:"onFailure,omitempty"`
 	// Capacity says what the rollout this commit starts needs beyond what
 	// the model's pods hold: the surge pods (maxSurge) with the requests
-	// of the target's pod template ("" when it starts none or the pods
-	// request nothing). With scarce GPUs a surge pod waits for one.
+	// of the target's pod template and the DRA devices of each claim it
+	// makes from a ResourceClaimTemplate (see ClaimTemplate; "" when it
+	// starts none or the pods request nothing and claim no new device).
+	// With scarce GPUs a surge pod waits for one.
 	Capacity string `json:"capacity,omitempty"`
 	// WritesAs is the ServiceAccount, as namespace/name, the operator makes
 	// the writes for the model as (spec.serviceAccountName); "" when it
@@ -240,11 +244,29 @@ func (r *Result) Changes() bool {
 	return r.New || len(r.CreateConfigMaps) > 0 || len(r.PruneConfigMaps) > 0 || len(r.Deployment) > 0 || len(r.Release) > 0 || r.ReleaseReplicas
 }
 
+// ClaimTemplate is a ResourceClaimTemplate the observed target's pod
+// template names (spec.resourceClaims[].resourceClaimTemplateName), as the
+// caller read it from the model's namespace. Each pod gets its own
+// ResourceClaim from it, so each surge pod needs its devices anew; Model
+// counts them in Result.Capacity.
+type ClaimTemplate struct {
+	// Name is the template's name.
+	Name string
+	// Template is the template read; nil when it could not be read.
+	Template *resourcev1.ResourceClaimTemplate
+	// Unreadable says in a few words why the template could not be read
+	// ("not found", "you may not get resourceclaimtemplates"), when
+	// Template is nil.
+	Unreadable string
+}
+
 // Model simulates the operator's passes over obj (see Committed) with the
 // observed cluster until a pass acts, or nothing more happens, and returns
 // what the acting pass does. The Deployment changes are the caller's to
-// fill in from Apply (see Diff).
-func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.Options) Result {
+// fill in from Apply (see Diff). templates are the ResourceClaimTemplates
+// the observed target's pod template names; one it names and templates
+// lacks is said to be not read.
+func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.Options, templates ...ClaimTemplate) Result {
 	res := Result{Namespace: obj.Namespace, Name: obj.Name, Generation: obj.Generation}
 	cur := obj.DeepCopy()
 	var plan rollout.Plan
@@ -294,7 +316,7 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 	sort.Strings(res.Release)
 	res.OnFailure = onFailure(cur, plan)
 	res.Bake = bake(cur, plan)
-	res.Capacity = capacity(cur, observed.Deployment, plan)
+	res.Capacity = capacity(cur, observed.Deployment, plan, templates)
 	if sa := rollout.WritesAs(obj, ""); sa != "" {
 		res.WritesAs = obj.Namespace + "/" + sa
 	}
@@ -325,8 +347,9 @@ func (r *Result) Needs() []Need {
 
 // capacity describes what the rollout plan starts needs beyond the pods
 // the model holds: maxSurge pods (resolved on the replicas, rounded up, as
-// the Deployment controller does) with the pod template's requests.
-func capacity(obj *v1alpha1.OpenMedModel, dep *appsv1.Deployment, plan rollout.Plan) string {
+// the Deployment controller does) with the pod template's requests and
+// the DRA devices of its claims (see devices).
+func capacity(obj *v1alpha1.OpenMedModel, dep *appsv1.Deployment, plan rollout.Plan, templates []ClaimTemplate) string {
 	if plan.Status.Phase != v1alpha1.PhaseRollingOut || plan.ApplyDeployment == nil || dep == nil {
 		return ""
 	}
@@ -359,7 +382,8 @@ func capacity(obj *v1alpha1.OpenMedModel, dep *appsv1.Deployment, plan rollout.P
 			}
 		}
 	}
-	if len(requests) == 0 {
+	claims, newDevices := devices(&dep.Spec.Template.Spec, templates)
+	if len(requests) == 0 && !newDevices {
 		return ""
 	}
 	names := make([]string, 0, len(requests))
@@ -386,8 +410,81 @@ func capacity(obj *v1alpha1.OpenMedModel, dep *appsv1.Deployment, plan rollout.P
 				ptr.Deref(rs.UnschedulableSeconds, v1alpha1.DefaultUnschedulableSeconds), replicas-least, least)
 		}
 	}
+	what := strings.Join(each, ", ")
+	if len(claims) > 0 {
+		if what != "" {
+			what += " and "
+		}
+		what += "DRA devices: " + strings.Join(claims, ", ")
+	}
 	return fmt.Sprintf("%d %s more than its %d replicas while the pods roll (maxSurge %s), each requesting %s; %s",
-		surge, pods, replicas, desired.RolloutStrategy.MaxSurge.String(), strings.Join(each, ", "), then)
+		surge, pods, replicas, desired.RolloutStrategy.MaxSurge.String(), what, then)
+}
+
+// devices describes, in the pod template's order, what each of its
+// resourceClaims needs of a new pod: the devices of a claim made from a
+// template ("1 of class gpu.nvidia.com (claim gpu from template
+// gpu-claim)"), why they are not known when the template was not read,
+// and, for a claim all pods share (resourceClaimName), no new device.
+// newDevices is true when a claim is made from a template.
+func devices(spec *corev1.PodSpec, templates []ClaimTemplate) (claims []string, newDevices bool) {
+	read := map[string]ClaimTemplate{}
+	for _, t := range templates {
+		read[t.Name] = t
+	}
+	for _, c := range spec.ResourceClaims {
+		switch {
+		case c.ResourceClaimTemplateName != nil:
+			newDevices = true
+			name := *c.ResourceClaimTemplateName
+			from := fmt.Sprintf("claim %s from template %s", c.Name, name)
+			t, ok := read[name]
+			switch {
+			case !ok:
+				claims = append(claims, from+" (not readable: not read)")
+			case t.Template == nil:
+				claims = append(claims, fmt.Sprintf("%s (not readable: %s)", from, cmp.Or(t.Unreadable, "unknown")))
+			default:
+				var each []string
+				for _, r := range t.Template.Spec.Spec.Devices.Requests {
+					each = append(each, deviceRequest(r))
+				}
+				claims = append(claims, fmt.Sprintf("%s (%s)", cmp.Or(strings.Join(each, " + "), "no device"), from))
+			}
+		case c.ResourceClaimName != nil:
+			claims = append(claims, fmt.Sprintf("no new device (claim %s shares ResourceClaim %s)", c.Name, *c.ResourceClaimName))
+		}
+	}
+	return claims, newDevices
+}
+
+// deviceRequest describes one request of a claim: its count and device
+// class, all devices of the class on the node (AllocationMode All), or,
+// for a request of the first available of several, the first with the
+// number of alternatives.
+func deviceRequest(r resourcev1.DeviceRequest) string {
+	describe := func(class string, mode resourcev1.DeviceAllocationMode, count int64) string {
+		if mode == resourcev1.DeviceAllocationModeAll {
+			return "all devices of class " + class + " on the node"
+		}
+		return fmt.Sprintf("%d of class %s", max(count, 1), class)
+	}
+	switch {
+	case r.Exactly != nil:
+		return describe(r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
+	case len(r.FirstAvailable) > 0:
+		first := r.FirstAvailable[0]
+		s := describe(first.DeviceClassName, first.AllocationMode, first.Count)
+		switch n := len(r.FirstAvailable) - 1; n {
+		case 0:
+			return s
+		case 1:
+			return s + " or an alternative"
+		default:
+			return fmt.Sprintf("%s or one of %d alternatives", s, n)
+		}
+	}
+	return "request " + r.Name
 }
 
 // onFailure says what the operator does when the rollout the plan starts

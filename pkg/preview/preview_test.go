@@ -4,12 +4,17 @@ import (
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/preview"
+	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
 func model(version string) *v1alpha1.OpenMedModel {
@@ -137,6 +142,90 @@ func TestDiff(t *testing.T) {
 			}
 			if preview.TemplateChanges(changes) != tt.podsRoll {
 				t.Errorf("TemplateChanges = %v, want %v", !tt.podsRoll, tt.podsRoll)
+			}
+		})
+	}
+}
+
+// TestCapacityDRA: the capacity line counts, per surge pod, the devices of
+// each claim the target's pod template makes from a ResourceClaimTemplate
+// (each pod gets its own), says a shared claim needs no new device, and
+// names a template the caller could not read rather than dropping it.
+func TestCapacityDRA(t *testing.T) {
+	exactly := func(class string, mode resourcev1.DeviceAllocationMode, count int64) resourcev1.DeviceRequest {
+		return resourcev1.DeviceRequest{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: count}}
+	}
+	template := func(name string, requests ...resourcev1.DeviceRequest) preview.ClaimTemplate {
+		rct := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "models"}}
+		rct.Spec.Spec.Devices.Requests = requests
+		return preview.ClaimTemplate{Name: name, Template: rct}
+	}
+	fromTemplate := func(claim, tmpl string) corev1.PodResourceClaim {
+		return corev1.PodResourceClaim{Name: claim, ResourceClaimTemplateName: ptr.To(tmpl)}
+	}
+	gpuLimit := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+		Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+	}
+	const (
+		surge = "1 pod more than its 2 replicas while the pods roll (maxSurge 1), each requesting "
+		wait  = "; until a node has that free, the rollout waits (Ready=False/Unschedulable; whenUnschedulable: ReplaceInPlace would replace pods in place instead)"
+	)
+	tests := []struct {
+		name      string
+		resources corev1.ResourceRequirements
+		claims    []corev1.PodResourceClaim
+		templates []preview.ClaimTemplate
+		want      string
+	}{
+		{name: "one device from a template", resources: gpuLimit,
+			claims:    []corev1.PodResourceClaim{fromTemplate("gpu", "gpu-claim")},
+			templates: []preview.ClaimTemplate{template("gpu-claim", exactly("gpu.nvidia.com", "", 0))},
+			want:      surge + "cpu 500m, nvidia.com/gpu 1 and DRA devices: 1 of class gpu.nvidia.com (claim gpu from template gpu-claim)" + wait},
+		{name: "two devices, and a second request",
+			claims: []corev1.PodResourceClaim{fromTemplate("gpu", "gpu-pair")},
+			templates: []preview.ClaimTemplate{template("gpu-pair",
+				exactly("gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 2), exactly("rdma.example.com", "", 1))},
+			want: surge + "DRA devices: 2 of class gpu.nvidia.com + 1 of class rdma.example.com (claim gpu from template gpu-pair)" + wait},
+		{name: "all devices of a class",
+			claims:    []corev1.PodResourceClaim{fromTemplate("gpus", "all-gpus")},
+			templates: []preview.ClaimTemplate{template("all-gpus", exactly("gpu.nvidia.com", resourcev1.DeviceAllocationModeAll, 0))},
+			want:      surge + "DRA devices: all devices of class gpu.nvidia.com on the node (claim gpus from template all-gpus)" + wait},
+		{name: "a shared claim beside a template's", resources: gpuLimit,
+			claims:    []corev1.PodResourceClaim{{Name: "cache", ResourceClaimName: ptr.To("model-cache")}, fromTemplate("gpu", "gpu-claim")},
+			templates: []preview.ClaimTemplate{template("gpu-claim", exactly("gpu.nvidia.com", "", 1))},
+			want: surge + "cpu 500m, nvidia.com/gpu 1 and DRA devices: no new device (claim cache shares ResourceClaim model-cache), " +
+				"1 of class gpu.nvidia.com (claim gpu from template gpu-claim)" + wait},
+		{name: "only a shared claim and no requests: nothing new",
+			claims: []corev1.PodResourceClaim{{Name: "cache", ResourceClaimName: ptr.To("model-cache")}}},
+		{name: "unreadable templates",
+			claims:    []corev1.PodResourceClaim{fromTemplate("gpu", "gpu-claim"), fromTemplate("nic", "nic-claim"), fromTemplate("fpga", "fpga-claim")},
+			templates: []preview.ClaimTemplate{{Name: "gpu-claim", Unreadable: "forbidden"}, {Name: "nic-claim", Unreadable: "not found"}},
+			want: surge + "DRA devices: claim gpu from template gpu-claim (not readable: forbidden), claim nic from template nic-claim (not readable: not found), " +
+				"claim fpga from template fpga-claim (not readable: not read)" + wait},
+		{name: "first available of three",
+			claims: []corev1.PodResourceClaim{fromTemplate("gpu", "any-gpu")},
+			templates: []preview.ClaimTemplate{template("any-gpu", resourcev1.DeviceRequest{Name: "gpu", FirstAvailable: []resourcev1.DeviceSubRequest{
+				{Name: "big", DeviceClassName: "h100.nvidia.com", Count: 1}, {Name: "mid", DeviceClassName: "a100.nvidia.com", Count: 2}, {Name: "small", DeviceClassName: "l4.nvidia.com", Count: 4},
+			}})},
+			want: surge + "DRA devices: 1 of class h100.nvidia.com or one of 2 alternatives (claim gpu from template any-gpu)" + wait},
+		{name: "no claims, no requests", want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "ner", Namespace: "models"}}
+			dep.Spec.Replicas = ptr.To[int32](2)
+			dep.Spec.Template.Spec.Containers = []corev1.Container{{Name: "ner", Image: "openmed:2.4.0", Resources: tt.resources}}
+			dep.Spec.Template.Spec.ResourceClaims = tt.claims
+			file := model("v1")
+			file.Spec.TargetRef.ContainerName = "ner"
+			obj := preview.Committed(file, nil)
+			res := preview.Model(obj, rollout.Observed{Deployment: dep, Now: metav1.Now()}, rollout.Options{}, tt.templates...)
+			if res.Phase != v1alpha1.PhaseRollingOut {
+				t.Fatalf("phase %s (%s), want %s", res.Phase, res.Message, v1alpha1.PhaseRollingOut)
+			}
+			if res.Capacity != tt.want {
+				t.Errorf("Capacity:\n%s\nwant:\n%s", res.Capacity, tt.want)
 			}
 		})
 	}

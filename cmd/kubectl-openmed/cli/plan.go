@@ -200,6 +200,9 @@ type source interface {
 	model(ctx context.Context, ns, name string) (*v1alpha1.OpenMedModel, error)
 	deployment(ctx context.Context, ns, name string) (*unstructured.Unstructured, error)
 	configMaps(ctx context.Context, ns string, owner *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error)
+	// claimTemplate reads the ResourceClaimTemplate ns/name; one missing
+	// or forbidden is returned with why (preview.ClaimTemplate.Unreadable).
+	claimTemplate(ctx context.Context, ns, name string) (preview.ClaimTemplate, error)
 	// changes lists the Deployment fields the intent changes; with
 	// keepReplicas the pass first gives spec.replicas up at its live value.
 	changes(ctx context.Context, live, takeover, intent *unstructured.Unstructured, keepReplicas bool) ([]preview.FieldChange, error)
@@ -268,7 +271,22 @@ func planOnce(ctx context.Context, src source, file *v1alpha1.OpenMedModel, now 
 		// one whose UID its status does not record would find it.
 		observed.ConfigMapContents = observed.ConfigMaps
 	}
-	res := preview.Model(obj, observed, opts)
+	var templates []preview.ClaimTemplate
+	if observed.Deployment != nil {
+		seen := map[string]bool{}
+		for _, c := range observed.Deployment.Spec.Template.Spec.ResourceClaims {
+			if c.ResourceClaimTemplateName == nil || seen[*c.ResourceClaimTemplateName] {
+				continue
+			}
+			seen[*c.ResourceClaimTemplateName] = true
+			t, err := src.claimTemplate(ctx, obj.Namespace, *c.ResourceClaimTemplateName)
+			if err != nil {
+				return preview.Result{}, err
+			}
+			templates = append(templates, t)
+		}
+	}
+	res := preview.Model(obj, observed, opts, templates...)
 	res.Annotations = annotations
 	res.New = live == nil
 	res.SpecChanged = live != nil && obj.Generation != live.Generation

@@ -22,6 +22,13 @@ var (
 	exampleTarget = filepath.Join("..", "..", "..", "examples", "target-deployment.yaml")
 )
 
+// A target whose pods claim a GPU through Dynamic Resource Allocation, and
+// the ResourceClaimTemplate it names.
+var (
+	draTarget        = filepath.Join("testdata", "plan", "dra-target.yaml")
+	draClaimTemplate = filepath.Join("testdata", "plan", "dra-claim-template.yaml")
+)
+
 // planNow is the clock of the offline plans, so their conditions' times are
 // fixed in the golden files.
 var planNow = time.Date(2026, 8, 20, 12, 0, 0, 0, time.UTC)
@@ -58,6 +65,8 @@ func TestPlanOffline(t *testing.T) {
 		{name: "bake", args: []string{"-f", filepath.Join("testdata", "plan", "baking.yaml"), "--target", exampleTarget}, golden: "plan_offline_bake.txt", wantCode: ExitChanges},
 		{name: "gpu replace in place", args: []string{"-f", filepath.Join("testdata", "plan", "gpu-inplace.yaml"), "--target", filepath.Join("testdata", "plan", "gpu-target.yaml")}, golden: "plan_offline_gpu_inplace.txt", wantCode: ExitChanges},
 		{name: "gpu", args: []string{"-f", exampleModel, "--target", filepath.Join("testdata", "plan", "gpu-target.yaml")}, golden: "plan_offline_gpu.txt", wantCode: ExitChanges},
+		{name: "dra", args: []string{"-f", exampleModel, "--target", draTarget + "," + draClaimTemplate}, golden: "plan_offline_dra.txt", wantCode: ExitChanges},
+		{name: "dra template not in the files", args: []string{"-f", exampleModel, "--target", draTarget}, golden: "plan_offline_dra_no_template.txt", wantCode: ExitChanges},
 		{name: "sharded", args: []string{"-f", filepath.Join("testdata", "plan", "sharded.yaml"), "--target", exampleTarget, "--watch-label-selector", "sharding.fluxcd.io/key=shard1"},
 			golden: "plan_offline_sharded.txt", wantCode: ExitChanges},
 		{name: "bad shard selector", args: []string{"-f", exampleModel, "--target", exampleTarget, "--watch-label-selector", "a=b=c"}, wantCode: 1,
@@ -119,6 +128,65 @@ func TestPlanOnline(t *testing.T) {
 	}
 	if _, err := dyn.Resource(resource).Namespace("openmed").Get(ctx, "openmed-service", metav1.GetOptions{}); err == nil {
 		t.Error("plan created the OpenMedModel")
+	}
+}
+
+// TestPlanDRA: plan reads the ResourceClaimTemplates the target's pod
+// template names from the API server and counts their devices per surge
+// pod; one that does not exist, or that the caller may not read, is named
+// in the capacity line and does not fail the plan.
+func TestPlanDRA(t *testing.T) {
+	ctx := context.Background()
+	const ns = "plan-dra"
+	ensureNamespace(t, ns)
+	for _, u := range readObjects(t, draTarget) {
+		u.SetNamespace(ns)
+		if err := env.Client.Create(ctx, u, client.FieldOwner("helm")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	model := readObjects(t, exampleModel)[0]
+	model.SetNamespace(ns)
+	data, err := yaml.Marshal(model.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "model.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const (
+		capacity = "  capacity:    1 pod more than its 2 replicas while the pods roll (maxSurge 1), each requesting cpu 500m, memory 1Gi and DRA devices: "
+		shared   = ", no new device (claim cache shares ResourceClaim model-cache); "
+	)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"not found", nil, capacity + "claim gpu from template gpu-claim (not readable: not found)" + shared},
+		{"read", nil, capacity + "1 of class gpu.nvidia.com (claim gpu from template gpu-claim)" + shared},
+		{"forbidden", []string{"--as", "planner"}, capacity + "claim gpu from template gpu-claim (not readable: you may not get resourceclaimtemplates (resource.k8s.io))" + shared},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			switch tc.name {
+			case "read":
+				tmpl := readObjects(t, draClaimTemplate)[0]
+				tmpl.SetNamespace(ns)
+				if err := env.Client.Create(ctx, tmpl); err != nil {
+					t.Fatal(err)
+				}
+			case "forbidden":
+				grantPlanner(t)
+			}
+			res := run(t, append([]string{"plan", "-f", file}, tc.args...)...)
+			if got := exitCode(res.err); got != ExitChanges {
+				t.Fatalf("exit code %d (%v)\n%s%s", got, res.err, res.stdout, res.stderr)
+			}
+			if !strings.Contains(res.stdout, tc.want) {
+				t.Fatalf("plan does not say %q:\n%s", tc.want, res.stdout)
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,6 +62,30 @@ func (c clusterSource) configMaps(ctx context.Context, ns string, owner *v1alpha
 		return nil, fmt.Errorf("list ConfigMaps in %s: %w", ns, err)
 	}
 	return ownedConfigMaps(list.Items, owner)
+}
+
+var claimTemplatesResource = resourcev1.SchemeGroupVersion.WithResource("resourceclaimtemplates")
+
+func (c clusterSource) claimTemplate(ctx context.Context, ns, name string) (preview.ClaimTemplate, error) {
+	u, err := c.t.dyn.Resource(claimTemplatesResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return preview.ClaimTemplate{Name: name, Unreadable: "not found"}, nil
+	case apierrors.IsForbidden(err):
+		return preview.ClaimTemplate{Name: name, Unreadable: "you may not get resourceclaimtemplates (resource.k8s.io)"}, nil
+	case err != nil:
+		return preview.ClaimTemplate{}, fmt.Errorf("get ResourceClaimTemplate %s/%s: %w", ns, name, err)
+	}
+	return decodeClaimTemplate(u)
+}
+
+// decodeClaimTemplate converts a ResourceClaimTemplate read.
+func decodeClaimTemplate(u *unstructured.Unstructured) (preview.ClaimTemplate, error) {
+	t := &resourcev1.ResourceClaimTemplate{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
+		return preview.ClaimTemplate{}, fmt.Errorf("decode ResourceClaimTemplate %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	return preview.ClaimTemplate{Name: t.Name, Template: t}, nil
 }
 
 // changes asks the API server: a server-side dry-run apply with the
@@ -133,9 +158,10 @@ func ownedConfigMaps(items []unstructured.Unstructured, owner *v1alpha1.OpenMedM
 	return out, nil
 }
 
-// offline reads Deployments (and any live OpenMedModel status) from files.
+// offline reads Deployments and the ResourceClaimTemplates beside them
+// from files.
 func (r *root) offline(files string) (source, error) {
-	src := fileSource{deployments: map[string]*unstructured.Unstructured{}, ns: "default"}
+	src := fileSource{deployments: map[string]*unstructured.Unstructured{}, claimTemplates: map[string]*unstructured.Unstructured{}, ns: "default"}
 	if ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(r.rules, r.overrides).Namespace(); err == nil && ns != "" {
 		src.ns = ns
 	}
@@ -146,6 +172,12 @@ func (r *root) offline(files string) (source, error) {
 			}
 			src.deployments[u.GetNamespace()+"/"+u.GetName()] = u
 		}
+		if u.GroupVersionKind() == resourcev1.SchemeGroupVersion.WithKind("ResourceClaimTemplate") {
+			if u.GetNamespace() == "" {
+				u.SetNamespace(src.ns)
+			}
+			src.claimTemplates[u.GetNamespace()+"/"+u.GetName()] = u
+		}
 		return nil
 	})
 	if err == nil && len(src.deployments) == 0 {
@@ -155,8 +187,9 @@ func (r *root) offline(files string) (source, error) {
 }
 
 type fileSource struct {
-	deployments map[string]*unstructured.Unstructured
-	ns          string
+	deployments    map[string]*unstructured.Unstructured
+	claimTemplates map[string]*unstructured.Unstructured
+	ns             string
 }
 
 func (f fileSource) namespace() string { return f.ns }
@@ -171,6 +204,14 @@ func (f fileSource) deployment(_ context.Context, ns, name string) (*unstructure
 
 func (f fileSource) configMaps(context.Context, string, *v1alpha1.OpenMedModel) ([]corev1.ConfigMap, error) {
 	return nil, nil
+}
+
+func (f fileSource) claimTemplate(_ context.Context, ns, name string) (preview.ClaimTemplate, error) {
+	u, ok := f.claimTemplates[ns+"/"+name]
+	if !ok {
+		return preview.ClaimTemplate{Name: name, Unreadable: "not in the --target files"}, nil
+	}
+	return decodeClaimTemplate(u)
 }
 
 func (f fileSource) changes(_ context.Context, live, _, intent *unstructured.Unstructured, _ bool) ([]preview.FieldChange, error) {
