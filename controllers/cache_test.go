@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -58,6 +59,17 @@ func TestPrunedDeploymentDecidesTheSame(t *testing.T) {
 			// An HPA (or kubectl scale) writes the scale subresource: its
 			// entry must name the replicas' owner from the cache too.
 			if err := scale(ns, "svc", "kube-controller-manager", 7); err != nil {
+				t.Fatal(err)
+			}
+			// The Deployment controller reports a pod the API server
+			// refused (a quota): the pass names the answer from the
+			// pruned copy too.
+			refused := getDeployment(t, ns, "svc")
+			refused.Status.ObservedGeneration = refused.Generation
+			refused.Status.Conditions = []appsv1.DeploymentCondition{{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue,
+				Reason: "FailedCreate", Message: `pods "svc-7c9d8f6b5-x2xk4" is forbidden: exceeded quota: gpu, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2`,
+				LastUpdateTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+			if err := env.Client.Status().Update(ctx, refused, client.FieldOwner("kube-controller-manager")); err != nil {
 				t.Fatal(err)
 			}
 			full := getDeployment(t, ns, "svc")

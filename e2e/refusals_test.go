@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -52,17 +53,17 @@ func gpuQuota(t *testing.T, ns string, gpus int64) {
 	})
 }
 
-// quotaScene is the scene of issue 50: a node with GPUs free (4), a
-// namespace quota of gpus requested GPUs, and the model Ready at v1
-// holding two of them.
+// quotaScene is the scene of issue 50: a node with GPUs free (4), the
+// model Ready at v1 holding two of them, and then a namespace quota of
+// gpus requested GPUs (the platform team's, set after the model came up).
 func quotaScene(t *testing.T, ns string, gpus int64) {
 	t.Helper()
 	joinGPUNode(t, ns, 4)
-	gpuQuota(t, ns, gpus)
 	readyModel(t, ns, v1, "", func(d *appsv1.Deployment) {
 		pinToPool(d, ns)
 		requestGPU(d)
 	})
+	gpuQuota(t, ns, gpus)
 }
 
 // refusedSince is when the ReplicaSet of the version whose manifest hash is
@@ -374,6 +375,7 @@ func TestPreemptionDuringBake(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = k8s.Delete(context.Background(), pc) })
 
+	preempted := watchPreempted(t, ns)
 	bakeVersion(t, ns, v2)
 	waitState(t, ns, v2+" baking", func(s state) bool {
 		return s.snap.Condition(v1alpha1.ReconcilingCondition) == "True/"+v1alpha1.BakingReason
@@ -389,8 +391,9 @@ func TestPreemptionDuringBake(t *testing.T) {
 	if err := k8s.Create(ctx, hi); err != nil {
 		t.Fatal(err)
 	}
+	v2Hash := hashOf(t, v2)
 	eventually(t, "the scheduler preempting a pod of "+v2, func() (bool, string) {
-		return countEvents(t, ns, "Preempted") > 0, "no Preempted event"
+		return len(preempted.of(v2Hash)) > 0, "no pod of it with DisruptionTarget/PreemptionByScheduler"
 	})
 	eventually(t, "the training pod running", func() (bool, string) {
 		p := &corev1.Pod{}
@@ -407,11 +410,60 @@ func TestPreemptionDuringBake(t *testing.T) {
 	if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
 		t.Errorf("the preemption failed the bake: %s", s)
 	}
-	if m := eventMessages(t, ns, "Preempted"); len(m) == 0 {
-		t.Error("no pod was preempted")
-	} else {
-		t.Logf("preempted: %q", m)
+	t.Logf("preempted pods of %s: %v", v2, preempted.of(v2Hash))
+}
+
+// preemptions records, from a watch of the pods of a namespace, every pod
+// the scheduler marked for preemption (DisruptionTarget=True, reason
+// PreemptionByScheduler) by the manifest hash of its template: the victim
+// is deleted right after, so only a watch sees the condition.
+type preemptions struct {
+	mu     sync.Mutex
+	byHash map[string][]string
+}
+
+func watchPreempted(t *testing.T, ns string) *preemptions {
+	t.Helper()
+	var list corev1.PodList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
 	}
+	w, err := k8s.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &preemptions{byHash: map[string][]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, c := range pod.Status.Conditions {
+				if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
+					h := pod.Annotations[v1alpha1.ManifestHashAnnotation]
+					p.mu.Lock()
+					if !slices.Contains(p.byHash[h], pod.Name) {
+						p.byHash[h] = append(p.byHash[h], pod.Name)
+					}
+					p.mu.Unlock()
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return p
+}
+
+// of is the pods of the template whose manifest hash is hash that the
+// scheduler preempted.
+func (p *preemptions) of(hash string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.byHash[hash])
 }
 
 // pinPod puts p in the test's pool, as pinToPool does a Deployment's pods.
@@ -420,4 +472,84 @@ func pinPod(p *corev1.Pod, pool string) {
 	pinToPool(d, pool)
 	p.Spec = d.Spec.Template.Spec
 	p.Spec.TerminationGracePeriodSeconds = ptr.To[int64](0)
+}
+
+// TestDRAClaim: GPUs handed out by Dynamic Resource Allocation
+// (resource.k8s.io/v1): a DeviceClass, a ResourceSlice of two devices
+// published for the test's kwok node, and a ResourceClaimTemplate the
+// model's pod template claims from (kube-controller-manager's
+// resourceclaim-controller makes each pod's claim, the scheduler allocates
+// it). v1's two pods hold both devices; the upgrade's surge pod finds none
+// free: the model names the pod and its claim, and with ReplaceInPlace the
+// rollout finishes in place (an old pod that goes frees its device), never
+// below minAvailable, the declared strategy back (issue 50).
+func TestDRAClaim(t *testing.T) {
+	requireCluster(t)
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	node := joinNode(t, ns)
+	driver := "gpu." + ns + ".example.com"
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+			Expression: fmt.Sprintf("device.driver == %q", driver)}}}}}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+			Pool:    resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}}}}
+	for _, obj := range []client.Object{class, slice} {
+		if err := k8s.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), obj) })
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpu-claim"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+			Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class.Name}}}}}}}
+	if err := k8s.Create(ctx, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	readyModel(t, ns, v1, "", func(d *appsv1.Deployment) {
+		pinToPool(d, ns)
+		spec := &d.Spec.Template.Spec
+		spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(tmpl.Name)}}
+		for i := range spec.Containers {
+			spec.Containers[i].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+		}
+	})
+	declared := read(t, ns).d.Spec.Strategy
+	w := watchDeployment(t, ns)
+	replaceInPlace(t, ns, v2, 5, 300)
+	s := waitState(t, ns, "the model naming the pod and its claim", func(s state) bool {
+		return s.snap.Condition(v1alpha1.ReadyCondition) == "False/"+v1alpha1.UnschedulableReason
+	})
+	if msg := reconcilingMessage(s.m); !strings.Contains(msg, "DRA claims: gpu from template gpu-claim") {
+		t.Errorf("Reconciling message %q does not name the claim", msg)
+	}
+	s = waitServing(t, ns, v2)
+	w.stop(t, s.d.ResourceVersion)
+	t.Logf("strategies %v; fewest available pods %d", w.strategies, w.minAvailable)
+	if w.minAvailable < 1 {
+		t.Errorf("the Deployment had %d available pods at resourceVersion %s; minAvailable is 1", w.minAvailable, w.minAt)
+	}
+	if !slices.Contains(w.strategies, "maxSurge=0 maxUnavailable=1") {
+		t.Errorf("the Deployment never replaced in place: strategies %v", w.strategies)
+	}
+	if !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) || s.m.Status.RollbackCount != 0 {
+		t.Errorf("after the rollout: strategy %+v (declared %+v), %s", s.d.Spec.Strategy, declared, s)
+	}
+	// Every pod of v2 runs with a device allocated to its own claim.
+	var claims resourcev1.ResourceClaimList
+	if err := k8s.List(ctx, &claims, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var allocated int
+	for _, c := range claims.Items {
+		if c.Status.Allocation != nil && len(c.Status.ReservedFor) > 0 {
+			allocated++
+		}
+	}
+	if allocated != 2 {
+		t.Errorf("%d claims allocated and reserved, want v2's 2", allocated)
+	}
 }

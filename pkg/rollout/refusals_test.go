@@ -101,7 +101,7 @@ func TestPodCreationRefused(t *testing.T) {
 			if st.Phase != v1alpha1.PhaseRollingOut || !conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.PodCreationRefusedReason) ||
 				!conditionIs(&st, v1alpha1.ReconcilingCondition, metav1.ConditionTrue, v1alpha1.PodCreationRefusedReason) ||
 				!conditionIs(&st, v1alpha1.DegradedCondition, metav1.ConditionFalse, "") {
-				t.Fatalf("%s %v", st.Phase, condSummary(st))
+				t.Fatalf("while refused: %s %v", st.Phase, condSummary(st))
 			}
 			answer := tc.answer[strings.Index(tc.answer, ": ")+2:]
 			if m := kstatusMessage(st); !strings.Contains(m, answer) || !strings.Contains(m, "Rolling out "+v2) {
@@ -231,7 +231,7 @@ func TestSchedulingGated(t *testing.T) {
 	st := p.Status
 	if st.Phase != v1alpha1.PhaseRollingOut || !conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.SchedulingGatedReason) ||
 		st.ReplaceInPlace != nil {
-		t.Fatalf("%s %v record %+v", st.Phase, condSummary(st), st.ReplaceInPlace)
+		t.Fatalf("while gated: %s %v record %+v", st.Phase, condSummary(st), st.ReplaceInPlace)
 	}
 	want := "pod " + pod + " waits for admission: scheduling gate kueue.x-k8s.io/admission"
 	if m := kstatusMessage(st); !strings.Contains(m, want) {
@@ -246,5 +246,31 @@ func TestSchedulingGated(t *testing.T) {
 	d := apimeta.FindStatusCondition(st.Conditions, v1alpha1.DegradedCondition)
 	if st.Phase != v1alpha1.PhaseRolledBack || d.Reason != v1alpha1.SchedulingGatedReason || !strings.Contains(d.Message, "kueue.x-k8s.io/admission") {
 		t.Fatalf("at the deadline: %s %v %q", st.Phase, condSummary(st), d.Message)
+	}
+}
+
+// TestUnschedulableNamesClaims: a pod the scheduler cannot place because
+// no device is free for its DRA claims ("cannot allocate all claims") is
+// named with its claims and the templates they are made from.
+func TestUnschedulableNamesClaims(t *testing.T) {
+	c := newCluster(t)
+	c.readyAt(v1)
+	c.setVersion(v2)
+	c.pass()
+	c.setDeploymentStatus(func(d *appsv1.Deployment) { c.statusOf(d, 3, 1, 2, 2) })
+	pod := c.templatePod(c.owner(), v2)
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu-claim")}}
+	if err := env.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	c.setPodStatus(pod.Name, func(p *corev1.Pod) {
+		p.Status.Phase = corev1.PodPending
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+			Message: "0/1 nodes are available: 1 cannot allocate all claims.", LastTransitionTime: metav1.NewTime(time.Now())}}
+	})
+	st := c.pass().Status
+	want := "cannot allocate all claims. (DRA claims: gpu from template gpu-claim)"
+	if m := kstatusMessage(st); !conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.UnschedulableReason) || !strings.Contains(m, want) {
+		t.Errorf("%v %q, want %q in it", condSummary(st), m, want)
 	}
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,11 @@ func (d *decider) unschedulablePod(manifestHash string) (pod, message string, si
 		}
 		if pod == "" || c.LastTransitionTime.Time.Before(since) || (c.LastTransitionTime.Time.Equal(since) && p.Name < pod) {
 			pod, message, since = p.Name, Shorten(c.Message, MaxSchedulerMessage), c.LastTransitionTime.Time
+			if claims := ClaimNames(p); claims != "" {
+				// The scheduler says "cannot allocate all claims"; the
+				// status says which.
+				message += " (DRA claims: " + claims + ")"
+			}
 		}
 	}
 	return pod, message, since
@@ -69,4 +75,23 @@ func (d *decider) unschedulableNote(manifestHash string) string {
 		return ""
 	}
 	return fmt.Sprintf("; pod %s cannot be scheduled: %s%s", pod, msg, d.inPlaceNote)
+}
+
+// ClaimNames is the pod's DRA resource claims, each with the template it
+// is made from or the claim it shares ("gpu from template gpu-claim,
+// cache as ResourceClaim model-cache"), bounded (MaxSchedulerMessage); ""
+// when it claims none.
+func ClaimNames(p *corev1.Pod) string {
+	names := make([]string, 0, len(p.Spec.ResourceClaims))
+	for _, c := range p.Spec.ResourceClaims {
+		switch {
+		case c.ResourceClaimTemplateName != nil:
+			names = append(names, c.Name+" from template "+*c.ResourceClaimTemplateName)
+		case c.ResourceClaimName != nil:
+			names = append(names, c.Name+" as ResourceClaim "+*c.ResourceClaimName)
+		default:
+			names = append(names, c.Name)
+		}
+	}
+	return Shorten(strings.Join(names, ", "), MaxSchedulerMessage)
 }

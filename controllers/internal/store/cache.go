@@ -103,9 +103,15 @@ func pruneDeployment(d *appsv1.Deployment, shard []string, manager string) *apps
 	out.Status.Conditions = append([]appsv1.DeploymentCondition(nil), d.Status.Conditions...)
 	for i := range out.Status.Conditions {
 		// Decisions read a condition's type, status, reason and update
-		// time; the message names a ReplicaSet and is not kept.
+		// time; the message names a ReplicaSet and is not kept, but for
+		// a ReplicaFailure's: the API server's answer to a refused pod (a
+		// quota, a webhook), which the model's status names, bounded.
 		c := &out.Status.Conditions[i]
-		c.Type, c.Reason, c.Message = appsv1.DeploymentConditionType(intern(string(c.Type))), intern(c.Reason), ""
+		msg := ""
+		if c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			msg = rollout.Shorten(c.Message, rollout.MaxRefusalMessage)
+		}
+		c.Type, c.Reason, c.Message = appsv1.DeploymentConditionType(intern(string(c.Type))), intern(c.Reason), msg
 		c.Status = corev1.ConditionStatus(intern(string(c.Status)))
 	}
 	return out

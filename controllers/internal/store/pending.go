@@ -40,6 +40,10 @@ type pendingPod struct {
 	// gates are the names of the pod's scheduling gates, comma-separated
 	// and bounded (rollout.GateNames); "" when none holds it.
 	gates string
+
+	// claims names the pod's DRA resource claims, bounded
+	// (rollout.ClaimNames); "" when it claims none.
+	claims string
 }
 
 // pendingCondition is a PodScheduled condition; the message is bounded
@@ -74,6 +78,9 @@ func compactPendingPod(obj any) (any, error) {
 	if len(p.Spec.SchedulingGates) > 0 {
 		out.gates = intern(rollout.GateNames(p))
 	}
+	if len(p.Spec.ResourceClaims) > 0 {
+		out.claims = intern(rollout.ClaimNames(p))
+	}
 	return out, nil
 }
 
@@ -101,6 +108,10 @@ func (p *pendingPod) pod() corev1.Pod {
 		// One gate whose name lists them all: what the status says of them.
 		out.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: p.gates}}
 	}
+	if p.claims != "" {
+		// One claim whose name lists them all, as ClaimNames said them.
+		out.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: p.claims}}
+	}
 	if c := p.scheduled; c != nil {
 		out.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: c.status, Reason: c.reason,
 			Message: c.message, LastTransitionTime: c.lastTransitionTime}}
@@ -113,7 +124,7 @@ func (p *pendingPod) pod() corev1.Pod {
 // model.
 func (p *pendingPod) sameAs(other keptPod) bool {
 	o, ok := other.(*pendingPod)
-	if !ok || p.owner != o.owner || p.manifestHash != o.manifestHash || p.replicaSetUID != o.replicaSetUID || !p.DeletionTimestamp.Equal(o.DeletionTimestamp) || p.gates != o.gates ||
+	if !ok || p.owner != o.owner || p.manifestHash != o.manifestHash || p.replicaSetUID != o.replicaSetUID || !p.DeletionTimestamp.Equal(o.DeletionTimestamp) || p.gates != o.gates || p.claims != o.claims ||
 		(p.scheduled == nil) != (o.scheduled == nil) {
 		return false
 	}

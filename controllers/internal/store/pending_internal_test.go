@@ -58,6 +58,9 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 		Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated, Message: "Scheduling is blocked due to non-empty scheduling gates",
 		LastTransitionTime: metav1.NewTime(time.Date(2026, 12, 3, 10, 0, 1, 0, time.UTC))})
 	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}, {Name: "example.com/budget"}}
+	claiming := pendingPodOf("openmed-service-7c9d8f6b5-dra", "models/clinical-ner",
+		unschedulableCondition("0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."))
+	claiming.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu-claim")}, {Name: "cache", ResourceClaimName: ptr.To("model-cache")}}
 	tests := []struct {
 		name  string
 		pod   *corev1.Pod
@@ -71,6 +74,7 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 		{"another workload's pod", pendingPodOf("trainer-5d8f7c9b6-abcde", "", unschedulableCondition(schedulerVerdict)), false},
 		{"being deleted", deleting, true},
 		{"held by a scheduling gate (Kueue)", gated, true},
+		{"no free device for its DRA claims", claiming, true},
 	}
 	// A pod of another namespace that carries a model's owner annotation
 	// (a copy of its pod template), an owner annotation that names no
@@ -122,6 +126,9 @@ func TestCompactPendingPodSaysTheSame(t *testing.T) {
 			if w, g := rollout.SchedulingGated(tc.pod), rollout.SchedulingGated(&copied); (w == nil) != (g == nil) ||
 				rollout.GateNames(tc.pod) != rollout.GateNames(&copied) || (w != nil && !w.LastTransitionTime.Equal(&g.LastTransitionTime)) {
 				t.Errorf("SchedulingGated: full pod %v gates %q, copy %v gates %q", w, rollout.GateNames(tc.pod), g, rollout.GateNames(&copied))
+			}
+			if w, g := rollout.ClaimNames(tc.pod), rollout.ClaimNames(&copied); w != g {
+				t.Errorf("ClaimNames: full pod %q, copy %q", w, g)
 			}
 			want, got := rollout.Unschedulable(tc.pod), rollout.Unschedulable(&copied)
 			switch {
