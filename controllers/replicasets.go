@@ -156,11 +156,12 @@ func (r *OpenMedModelReconciler) readReplicaSet(ctx context.Context, namespace, 
 
 // judgedPods are the pods whose ReplicaSets a pass verifies: every bake
 // pod, and of the pods waiting for a node those the scheduler could not
-// place (rollout.Unschedulable), the only ones a decision reads.
+// place (rollout.Unschedulable) or a scheduling gate holds
+// (rollout.SchedulingGated), the only ones a decision reads.
 func judgedPods(bake, pending []corev1.Pod) [][]corev1.Pod {
 	var unplaced []corev1.Pod
 	for i := range pending {
-		if rollout.Unschedulable(&pending[i]) != nil {
+		if rollout.Unschedulable(&pending[i]) != nil || rollout.SchedulingGated(&pending[i]) != nil {
 			unplaced = append(unplaced, pending[i])
 		}
 	}

@@ -328,8 +328,18 @@ func TestSchedulingGate(t *testing.T) {
 		if s.m.Status.RollbackCount != 0 || countEvents(t, ns, v1alpha1.RolloutFailedReason) != 0 {
 			t.Errorf("the rollout failed on its way: %s", s)
 		}
-		if m := eventMessages(t, ns, v1alpha1.SchedulingGatedReason); len(m) != 1 || !strings.Contains(m[0], admissionGate) {
-			t.Errorf("SchedulingGated events: %q", m)
+		// At most one event per gated pod of v2: each new pod waits for
+		// admission in turn (the first rollout's pods were gated for a
+		// moment too, until the admitter let them go).
+		var ofV2 []string
+		for _, m := range eventMessages(t, ns, v1alpha1.SchedulingGatedReason) {
+			if strings.Contains(m, " of "+v2+" ") {
+				ofV2 = append(ofV2, m)
+			}
+		}
+		slices.Sort(ofV2)
+		if len(ofV2) == 0 || len(ofV2) > 2 || len(slices.Compact(slices.Clone(ofV2))) != len(ofV2) || !strings.Contains(ofV2[0], admissionGate) {
+			t.Errorf("SchedulingGated events of %s: %q", v2, ofV2)
 		}
 		for _, smp := range faces.stop(t, s.m.ResourceVersion) {
 			if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] || smp.err != "" {
@@ -479,8 +489,9 @@ func pinPod(p *corev1.Pod, pool string) {
 // published for the test's kwok node, and a ResourceClaimTemplate the
 // model's pod template claims from (kube-controller-manager's
 // resourceclaim-controller makes each pod's claim, the scheduler allocates
-// it). v1's two pods hold both devices; the upgrade's surge pod finds none
-// free: the model names the pod and its claim, and with ReplaceInPlace the
+// it). Of three devices v1's two pods hold two and another team's pod the
+// third; the upgrade's surge pod finds none free: the model names the pod
+// and its claim, and with ReplaceInPlace the
 // rollout finishes in place (an old pod that goes frees its device), never
 // below minAvailable, the declared strategy back (issue 50).
 func TestDRAClaim(t *testing.T) {
@@ -496,7 +507,7 @@ func TestDRAClaim(t *testing.T) {
 	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
 		Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
 			Pool:    resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
-			Devices: []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}}}}
+			Devices: []resourcev1.Device{{Name: "gpu-0"}, {Name: "gpu-1"}, {Name: "gpu-2"}}}}
 	for _, obj := range []client.Object{class, slice} {
 		if err := k8s.Create(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -516,6 +527,23 @@ func TestDRAClaim(t *testing.T) {
 		for i := range spec.Containers {
 			spec.Containers[i].Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
 		}
+	})
+	other := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "another-team"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "trainer:1",
+			Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(tmpl.Name)}}},
+	}
+	pinPod(other, ns)
+	if err := k8s.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "another team's pod running on the last device", func() (bool, string) {
+		p := &corev1.Pod{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(other), p); err != nil {
+			return false, err.Error()
+		}
+		return p.Spec.NodeName != "", "not bound"
 	})
 	declared := read(t, ns).d.Spec.Strategy
 	w := watchDeployment(t, ns)
@@ -549,7 +577,7 @@ func TestDRAClaim(t *testing.T) {
 			allocated++
 		}
 	}
-	if allocated != 2 {
-		t.Errorf("%d claims allocated and reserved, want v2's 2", allocated)
+	if allocated != 3 {
+		t.Errorf("%d claims allocated and reserved, want v2's 2 and the other team's", allocated)
 	}
 }
