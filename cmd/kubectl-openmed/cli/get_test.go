@@ -149,16 +149,22 @@ func TestDescribe(t *testing.T) {
 			t.Errorf("get does not show the time left:\n%s", res.stdout)
 		}
 	})
-	t.Run("unschedulable", func(t *testing.T) {
-		create(t, "unschedulable.yaml", "models", "clinical-ner")
-		res := run(t, "get", "clinical-ner")
-		if res.err != nil {
-			t.Fatal(res.err)
-		}
-		if !strings.Contains(res.stdout, "RollingOut (a pod cannot be scheduled)") || !strings.Contains(res.stdout, "Progressing") {
-			t.Errorf("get does not show the pod that waits for a node:\n%s", res.stdout)
-		}
-	})
+	for _, tc := range []struct{ fixture, want string }{
+		{"unschedulable.yaml", "RollingOut (a pod cannot be scheduled)"},
+		{"refused.yaml", "RollingOut (pods are refused: see describe)"},
+		{"gated.yaml", "RollingOut (a pod waits for admission)"},
+	} {
+		t.Run(strings.TrimSuffix(tc.fixture, ".yaml"), func(t *testing.T) {
+			create(t, tc.fixture, "models", "clinical-ner")
+			res := run(t, "get", "clinical-ner")
+			if res.err != nil {
+				t.Fatal(res.err)
+			}
+			if !strings.Contains(res.stdout, tc.want) || !strings.Contains(res.stdout, "Progressing") {
+				t.Errorf("get does not show the pod held back (%q):\n%s", tc.want, res.stdout)
+			}
+		})
+	}
 	t.Run("missing", func(t *testing.T) {
 		res := run(t, "describe", "absent", "-n", "lab")
 		if res.err == nil || !strings.Contains(res.err.Error(), `OpenMedModel "absent" not found in namespace "lab"`) {

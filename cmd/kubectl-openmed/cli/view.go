@@ -68,14 +68,22 @@ func newRow(u *unstructured.Unstructured, now time.Time) (row, error) {
 	}, nil
 }
 
+// heldBack is what the PHASE of `get` adds, by Ready reason, while a new
+// pod of the rollout is held back.
+var heldBack = map[string]string{
+	v1alpha1.UnschedulableReason:      "a pod cannot be scheduled",
+	v1alpha1.PodCreationRefusedReason: "pods are refused: see describe",
+	v1alpha1.SchedulingGatedReason:    "a pod waits for admission",
+}
+
 // phaseCell is the PHASE of `get`: the phase, and the time left of a bake.
 func phaseCell(m *v1alpha1.OpenMedModel, now time.Time) string {
 	if _, left, ok := bakeLeft(m, now); ok {
 		return fmt.Sprintf("%s (baking, %s left)", m.Status.Phase, duration.HumanDuration(left))
 	}
 	if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReadyCondition); c != nil && c.Status == metav1.ConditionFalse &&
-		c.Reason == v1alpha1.UnschedulableReason {
-		return fmt.Sprintf("%s (a pod cannot be scheduled)", m.Status.Phase)
+		heldBack[c.Reason] != "" {
+		return fmt.Sprintf("%s (%s)", m.Status.Phase, heldBack[c.Reason])
 	}
 	return orNone(string(m.Status.Phase))
 }
