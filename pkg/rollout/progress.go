@@ -180,8 +180,8 @@ func (d *decider) failedNow(dep *appsv1.Deployment) bool {
 // kstatus read it. Nothing else fails a rollout before its deadline: a
 // ReplicaFailure (a quota, an admission webhook refusing the pods) and a
 // scheduling gate are progress that waits (refusals.go), named in the
-// status; the controller stops the clock for them as for a pod that waits
-// for a node.
+// status, as a pod that waits for a node is: the Deployment's progress
+// deadline runs on and fails them.
 //
 // The time is the cluster's: the condition's update
 // (kube-controller-manager).

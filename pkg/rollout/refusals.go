@@ -52,9 +52,11 @@ type refusal struct {
 }
 
 // podRefusal is the target's current refusal to create pods, or nil. Read
-// only while the model rolls out (or back): the Deployment controller
-// reports the new ReplicaSet's over an old one's, so what it says is the
-// rollout's first.
+// only while the model rolls out (or back). The Deployment controller
+// reports the new ReplicaSet's refusal over an old one's, but keeps the
+// condition it has (its message and time) while the reason stays
+// FailedCreate: a refusal that began before the operator's last apply (an
+// HPA's scale-up that hit the quota) may still show its first answer.
 func (d *decider) podRefusal() *refusal {
 	dep := d.obs.Deployment
 	if dep == nil {
@@ -64,10 +66,11 @@ func (d *decider) podRefusal() *refusal {
 	if c == nil {
 		return nil
 	}
+	msg := Shorten(c.Message, MaxRefusalMessage)
 	return &refusal{
-		message: Shorten(c.Message, MaxRefusalMessage),
+		message: msg,
 		since:   c.LastTransitionTime.Time,
-		quota:   strings.Contains(c.Message, quotaRefusal),
+		quota:   strings.Contains(msg, quotaRefusal),
 	}
 }
 
@@ -184,18 +187,19 @@ func (d *decider) heldBackNote(manifestHash string) string {
 // noRoomSince is when the rollout of the template carrying manifestHash
 // first found no room for a new pod that replacing pods in place makes:
 // the oldest of a pod the scheduler reports unschedulable and a quota that
-// refuses the pods (counted from the operator's last apply at the
-// earliest: a quota an HPA's scale-up hit before the rollout waits
-// unschedulableSeconds too). why says which. ok is false when neither.
+// refuses the pods. why says which. ok is false when neither. A quota's
+// refusal counts only when it began no earlier than the operator's last
+// apply: an older one (an HPA's scale-up that hit the quota) is kept by
+// the Deployment controller with its first answer while the reason stays
+// FailedCreate, so it does not say what refuses the rollout's pod (a
+// webhook that replacing in place would not get past); such a rollout
+// waits, and its deadline names the refusal.
 func (d *decider) noRoomSince(manifestHash string) (since time.Time, why string, ok bool) {
 	if pod, _, at := d.unschedulablePod(manifestHash); pod != "" {
 		since, why, ok = at, "no node has what a new pod of %s needs", true
 	}
-	if r := d.podRefusal(); r != nil && r.quota {
+	if r := d.podRefusal(); r != nil && r.quota && !r.since.Before(appliedAt(d.obs.Deployment, d.opts.FieldManager)) {
 		at := r.since
-		if applied := appliedAt(d.obs.Deployment, d.opts.FieldManager); applied.After(at) {
-			at = applied
-		}
 		if !ok || at.Before(since) {
 			since, why, ok = at, "the namespace's quota refuses a new pod of %s", true
 		}

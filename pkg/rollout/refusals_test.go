@@ -167,14 +167,18 @@ func TestPodCreationRefused(t *testing.T) {
 // quota that refuses the surge pod is a case for replacing pods in place
 // (an old pod that goes frees its share), after unschedulableSeconds like
 // a pod that finds no node; a webhook's refusal is not (the new pod would
-// be refused all the same).
+// be refused all the same), nor is a refusal from before the rollout's
+// apply (an HPA's scale-up that hit the quota: the Deployment controller
+// keeps its first answer, which says nothing of the rollout's pod).
 func TestQuotaReplacesInPlace(t *testing.T) {
 	for _, tc := range []struct {
 		name, answer string
+		before       bool
 		switches     bool
 	}{
-		{"a namespace quota", quotaAnswer, true},
-		{"a policy webhook", webhookAnswer, false},
+		{"a namespace quota", quotaAnswer, false, true},
+		{"a policy webhook", webhookAnswer, false, false},
+		{"a quota refusal from before the apply", quotaAnswer, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t)
@@ -185,10 +189,14 @@ func TestQuotaReplacesInPlace(t *testing.T) {
 				m.Spec.RolloutStrategy.WhenUnschedulable = v1alpha1.UnschedulableReplaceInPlace
 			})
 			c.pass()
-			// Refused since before the apply: the wait counts from the
-			// operator's apply (the API server's clock, to the second).
-			c.markRefused(c.now.Add(-time.Hour), tc.answer, false)
-			c.now = time.Now().Truncate(time.Second).Add(time.Second)
+			// The refusal's time is kube-controller-manager's, the
+			// apply's the API server's, both to the second.
+			began := time.Now().Truncate(time.Second).Add(time.Second)
+			if tc.before {
+				began = began.Add(-time.Hour)
+			}
+			c.markRefused(began, tc.answer, false)
+			c.now = time.Now().Truncate(time.Second).Add(2 * time.Second)
 			p := c.pass()
 			if p.Status.ReplaceInPlace != nil {
 				t.Fatalf("switched before unschedulableSeconds: %+v", p.Status.ReplaceInPlace)
@@ -202,6 +210,9 @@ func TestQuotaReplacesInPlace(t *testing.T) {
 				t.Fatalf("switched %v, want %v: %v", got, tc.switches, condSummary(p.Status))
 			}
 			if !tc.switches {
+				if !conditionIs(&p.Status, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.PodCreationRefusedReason) {
+					t.Errorf("waiting: %v", condSummary(p.Status))
+				}
 				return
 			}
 			assertStrings(t, "events", eventReasons(p.Events), []string{v1alpha1.ReplacingInPlaceReason})

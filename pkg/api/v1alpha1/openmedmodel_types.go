@@ -255,7 +255,8 @@ type RolloutStrategy struct {
 	// +optional
 	WhenUnschedulable UnschedulableAction `json:"whenUnschedulable,omitempty"`
 
-	// UnschedulableSeconds is how long a new pod stays unschedulable before
+	// UnschedulableSeconds is how long a new pod stays unschedulable (or
+	// refused by the namespace's quota since the rollout's apply) before
 	// ReplaceInPlace acts. Default 30; below progressDeadlineSeconds. Only
 	// with whenUnschedulable: ReplaceInPlace.
 	//
