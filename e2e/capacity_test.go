@@ -437,6 +437,17 @@ type deploymentWatch struct {
 	templates    []string
 	seen         map[string]bool
 	end          func()
+	// exceeded is the first ProgressDeadlineExceeded's update time.
+	exceeded time.Time
+}
+
+// deadlineExceeded is when the Deployment controller first reported the
+// progress deadline passed (its condition's lastUpdateTime), zero if it
+// did not.
+func (dw *deploymentWatch) deadlineExceeded() time.Time {
+	dw.mu.Lock()
+	defer dw.mu.Unlock()
+	return dw.exceeded
 }
 
 func watchDeployment(t *testing.T, ns string) *deploymentWatch {
@@ -456,6 +467,11 @@ func watchDeployment(t *testing.T, ns string) *deploymentWatch {
 			}
 		}
 		dw.templates = append(dw.templates, d.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation])
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Reason == "ProgressDeadlineExceeded" && dw.exceeded.IsZero() {
+				dw.exceeded = c.LastUpdateTime.Time
+			}
+		}
 	})
 	return dw
 }
