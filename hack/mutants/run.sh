@@ -48,6 +48,21 @@ if ((${#rows[@]} == 0)); then
 	exit 2
 fi
 
+# Every row's patch, selected or not, must still apply to the tree: a
+# slow mutant whose patch went stale would otherwise show nothing until
+# someone runs it.
+stale=0
+while IFS=$'\t' read -r name _; do
+	[[ -z $name || $name == \#* ]] && continue
+	if ! git -C "$root" apply --check "$dir/$name.patch" 2>/dev/null; then
+		echo "STALE    $name: hack/mutants/$name.patch no longer applies; break the behaviour again and regenerate it" >&2
+		stale=1
+	fi
+done <"$dir/mutants.tsv"
+if ((stale)); then
+	exit 2
+fi
+
 # Every copy is made at the same path, so that the build cache serves the
 # packages a patch does not touch.
 src=$work/src
