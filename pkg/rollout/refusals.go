@@ -88,25 +88,11 @@ func (d *decider) refusalNote() string {
 // scheduling gate holds, the oldest first, and its gates; "" when none is
 // held.
 func (d *decider) gatedPod(manifestHash string) (pod, gates string) {
-	if manifestHash == "" {
+	p, _ := d.oldestHeld(manifestHash, SchedulingGated)
+	if p == nil {
 		return "", ""
 	}
-	var since time.Time
-	for i := range d.obs.PendingPods {
-		p := &d.obs.PendingPods[i]
-		if p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash || p.Annotations[v1alpha1.ModelResourceAnnotation] != OwnerKey(d.obj) ||
-			!OwnedByTarget(p, namespaceOf(d.obj), d.obs.ReplicaSets) {
-			continue
-		}
-		c := SchedulingGated(p)
-		if c == nil {
-			continue
-		}
-		if pod == "" || c.LastTransitionTime.Time.Before(since) || (c.LastTransitionTime.Time.Equal(since) && p.Name < pod) {
-			pod, gates, since = p.Name, GateNames(p), c.LastTransitionTime.Time
-		}
-	}
-	return pod, gates
+	return p.Name, GateNames(p)
 }
 
 // gatedNote is what a rollout's or rollback's message adds while a pod of

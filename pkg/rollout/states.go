@@ -190,19 +190,19 @@ var (
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	})
-	unschedulableTuple = declare((*decider).unschedulableSummary, tuple{
+	unschedulableTuple = declare((*decider).heldBackSummary, tuple{
 		ready:       f(v1alpha1.UnschedulableReason, MsgUnschedulable),
 		progressing: t(v1alpha1.UnschedulableReason, MsgUnschedulable),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	})
-	podCreationRefusedTuple = declare((*decider).podCreationRefusedSummary, tuple{
+	podCreationRefusedTuple = declare((*decider).heldBackSummary, tuple{
 		ready:       f(v1alpha1.PodCreationRefusedReason, MsgPodCreationRefused),
 		progressing: t(v1alpha1.PodCreationRefusedReason, MsgPodCreationRefused),
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	})
-	schedulingGatedTuple = declare((*decider).schedulingGatedSummary, tuple{
+	schedulingGatedTuple = declare((*decider).heldBackSummary, tuple{
 		ready:       f(v1alpha1.SchedulingGatedReason, MsgSchedulingGated),
 		progressing: t(v1alpha1.SchedulingGatedReason, MsgSchedulingGated),
 		degraded:    healthy,

@@ -93,19 +93,12 @@ func (d *decider) replacingInPlaceSummary(string) string {
 	return d.inPlaceSummary(d.st.DesiredVersion, TargetName(d.obj), d.st.ManifestHash, d.servingNote())
 }
 
-func (d *decider) podCreationRefusedSummary(string) string {
+// heldBackSummary is the summary of a rollout whose new pod is held back
+// (Unschedulable, PodCreationRefused, SchedulingGated): its progress and
+// what holds the pod (heldBackNote, in the order rolling chose the state).
+func (d *decider) heldBackSummary(string) string {
 	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", d.st.DesiredVersion, TargetName(d.obj), d.progress(d.st.ManifestHash),
-		d.refusalNote(), d.servingNote())
-}
-
-func (d *decider) schedulingGatedSummary(string) string {
-	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", d.st.DesiredVersion, TargetName(d.obj), d.progress(d.st.ManifestHash),
-		d.gatedNote(d.st.ManifestHash), d.servingNote())
-}
-
-func (d *decider) unschedulableSummary(string) string {
-	return fmt.Sprintf("Rolling out %s on Deployment %s%s%s%s", d.st.DesiredVersion, TargetName(d.obj), d.progress(d.st.ManifestHash),
-		d.unschedulableNote(d.st.ManifestHash), d.servingNote())
+		d.heldBackNote(d.st.ManifestHash), d.servingNote())
 }
 
 func (d *decider) rolloutFailedSummary(string) string {

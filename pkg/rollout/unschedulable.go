@@ -42,29 +42,46 @@ func (d *decider) unschedulable(manifestHash string) (pod, message string) {
 // unschedulablePod is unschedulable with the time the scheduler first
 // reported that pod unschedulable.
 func (d *decider) unschedulablePod(manifestHash string) (pod, message string, since time.Time) {
-	if manifestHash == "" {
+	p, c := d.oldestHeld(manifestHash, Unschedulable)
+	if p == nil {
 		return "", "", time.Time{}
 	}
+	message = Shorten(c.Message, MaxSchedulerMessage)
+	if claims := ClaimNames(p); claims != "" {
+		// The scheduler says "cannot allocate all claims"; the status
+		// says which.
+		message += " (DRA claims: " + claims + ")"
+	}
+	return p.Name, message, c.LastTransitionTime.Time
+}
+
+// oldestHeld is, of the pending pods of the model's own template carrying
+// manifestHash (its owner annotation and a ReplicaSet of the target, by
+// UID), the one held back longest by what held reports (the condition
+// that says so, nil when the pod is not held), the first by name among
+// equals, with that condition; nil when none is held.
+func (d *decider) oldestHeld(manifestHash string, held func(*corev1.Pod) *corev1.PodCondition) (*corev1.Pod, *corev1.PodCondition) {
+	if manifestHash == "" {
+		return nil, nil
+	}
+	var pod *corev1.Pod
+	var cond *corev1.PodCondition
 	for i := range d.obs.PendingPods {
 		p := &d.obs.PendingPods[i]
 		if p.Annotations[v1alpha1.ManifestHashAnnotation] != manifestHash || p.Annotations[v1alpha1.ModelResourceAnnotation] != OwnerKey(d.obj) ||
 			!OwnedByTarget(p, namespaceOf(d.obj), d.obs.ReplicaSets) {
 			continue
 		}
-		c := Unschedulable(p)
+		c := held(p)
 		if c == nil {
 			continue
 		}
-		if pod == "" || c.LastTransitionTime.Time.Before(since) || (c.LastTransitionTime.Time.Equal(since) && p.Name < pod) {
-			pod, message, since = p.Name, Shorten(c.Message, MaxSchedulerMessage), c.LastTransitionTime.Time
-			if claims := ClaimNames(p); claims != "" {
-				// The scheduler says "cannot allocate all claims"; the
-				// status says which.
-				message += " (DRA claims: " + claims + ")"
-			}
+		since := c.LastTransitionTime.Time
+		if pod == nil || since.Before(cond.LastTransitionTime.Time) || (since.Equal(cond.LastTransitionTime.Time) && p.Name < pod.Name) {
+			pod, cond = p, c
 		}
 	}
-	return pod, message, since
+	return pod, cond
 }
 
 // unschedulableNote is what a rollout's or rollback's message adds while a
