@@ -121,33 +121,9 @@ func TestScarceGPU(t *testing.T) {
 		// Every stored version from the upgrade on: while a pod waited
 		// and before the deadline, Progressing with the message in Argo
 		// CD's faces and InProgress in kstatus and CEL; never Degraded.
-		samples := faces.stop(t, held.m.ResourceVersion)
-		var waiting int
-		for _, smp := range samples {
-			if smp.err != "" {
-				t.Errorf("%s: %s", smp.summary, smp.err)
-			}
-			if strings.HasPrefix(smp.ready, "False/RolledBack") {
-				break
-			}
-			if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] {
-				t.Errorf("before the deadline: %s %v", smp.summary, smp.faces)
-			}
-			if smp.ready != "False/"+v1alpha1.UnschedulableReason {
-				continue
-			}
-			waiting++
-			if len(smp.argo) != 1 || !smp.argo[health.Progressing] || len(smp.ks) != 1 || !smp.ks[kstatus.InProgressStatus] {
-				t.Errorf("while a pod waits for a GPU: %s %v", smp.summary, smp.faces)
-			}
-			for _, m := range smp.messages {
-				if !strings.Contains(m, "Insufficient "+string(gpu)) {
-					t.Errorf("an Argo CD face's message does not name the GPU: %q", m)
-				}
-			}
-		}
+		_, waiting := waitingFaces(t, faces.stop(t, held.m.ResourceVersion), v1alpha1.UnschedulableReason, "Insufficient "+string(gpu))
 		if waiting == 0 {
-			t.Errorf("no stored version read Unschedulable: %d versions", len(samples))
+			t.Error("no stored version read Unschedulable")
 		}
 	})
 
@@ -315,15 +291,7 @@ func TestReplaceInPlace(t *testing.T) {
 		replaceInPlace(t, ns, v2, 2, 300)
 		s := waitServing(t, ns, v2)
 		w.stop(t, s.d.ResourceVersion)
-		if w.minAvailable < 1 {
-			t.Errorf("the Deployment had %d available pods at resourceVersion %s; minAvailable is 1", w.minAvailable, w.minAt)
-		}
-		if !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) {
-			t.Errorf("strategy %+v after the rollout, %+v declared", s.d.Spec.Strategy, declared)
-		}
-		if !slices.Contains(w.strategies, "maxSurge=0 maxUnavailable=1") {
-			t.Errorf("the Deployment never replaced in place: strategies %v", w.strategies)
-		}
+		w.replacedInPlace(t, s, declared)
 		if got := slices.Compact(w.templates); len(got) != 2 {
 			t.Errorf("pod templates %v, want the old and v2's once", got)
 		}
@@ -486,4 +454,54 @@ func (dw *deploymentWatch) stop(t *testing.T, rv string) {
 		return dw.seen[rv], fmt.Sprintf("%d versions", len(dw.seen))
 	})
 	dw.end()
+}
+
+// replacedInPlace checks, once the watch stopped at the settled state s,
+// that the rollout replaced pods in place (maxSurge 0, maxUnavailable 1)
+// with never fewer than one available pod (minAvailable 1) and that the
+// Deployment has its declared strategy back.
+func (dw *deploymentWatch) replacedInPlace(t *testing.T, s state, declared appsv1.DeploymentStrategy) {
+	t.Helper()
+	if dw.minAvailable < 1 {
+		t.Errorf("the Deployment had %d available pods at resourceVersion %s; minAvailable is 1", dw.minAvailable, dw.minAt)
+	}
+	if !equality.Semantic.DeepEqual(s.d.Spec.Strategy, declared) {
+		t.Errorf("strategy %+v after the rollout, %+v declared", s.d.Spec.Strategy, declared)
+	}
+	if !slices.Contains(dw.strategies, "maxSurge=0 maxUnavailable=1") {
+		t.Errorf("the Deployment never replaced in place: strategies %v", dw.strategies)
+	}
+}
+
+// waitingFaces checks every stored version of the model (samples, oldest
+// first) until the first rolled back one: none Degraded or Failed in any
+// face, and each that reads Ready=False/reason Progressing in the Argo CD
+// faces and InProgress in kstatus and CEL, with a message naming want. It
+// returns the rolled-back sample (zero if none) and how many read reason.
+func waitingFaces(t *testing.T, samples []faceSample, reason, want string) (rolledBack faceSample, waiting int) {
+	t.Helper()
+	for _, smp := range samples {
+		if smp.err != "" {
+			t.Errorf("%s: %s", smp.summary, smp.err)
+		}
+		if strings.HasPrefix(smp.ready, "False/RolledBack") {
+			return smp, waiting
+		}
+		if smp.argo[health.Degraded] || smp.ks[kstatus.FailedStatus] {
+			t.Errorf("before the deadline: %s %v", smp.summary, smp.faces)
+		}
+		if smp.ready != "False/"+reason {
+			continue
+		}
+		waiting++
+		if len(smp.argo) != 1 || !smp.argo[health.Progressing] || len(smp.ks) != 1 || !smp.ks[kstatus.InProgressStatus] {
+			t.Errorf("while %s: %s %v", reason, smp.summary, smp.faces)
+		}
+		for _, m := range smp.messages {
+			if !strings.Contains(m, want) {
+				t.Errorf("an Argo CD face's message does not name %q: %q", want, m)
+			}
+		}
+	}
+	return faceSample{}, waiting
 }

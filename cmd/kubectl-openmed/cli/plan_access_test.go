@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +11,8 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/testenv"
@@ -49,18 +47,7 @@ func TestPlanServiceAccount(t *testing.T) {
 		t.Fatal(err)
 	}
 	modelIn := func(namespace, sa string) string {
-		u := readObjects(t, exampleModel)[0]
-		u.SetNamespace(namespace)
-		u.Object["spec"].(map[string]any)["serviceAccountName"] = sa
-		data, err := yaml.Marshal(u.Object)
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(t.TempDir(), sa+".yaml")
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return modelFile(t, namespace, func(u *unstructured.Unstructured) { u.Object["spec"].(map[string]any)["serviceAccountName"] = sa })
 	}
 	modelAs := func(sa string) string { return modelIn(ns, sa) }
 	for _, tc := range []struct {

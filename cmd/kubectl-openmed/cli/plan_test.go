@@ -145,16 +145,7 @@ func TestPlanDRA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	model := readObjects(t, exampleModel)[0]
-	model.SetNamespace(ns)
-	data, err := yaml.Marshal(model.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "model.yaml")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := modelFile(t, ns, nil)
 	const (
 		capacity = "  capacity:    1 pod more than its 2 replicas while the pods roll (maxSurge 1), each requesting cpu 500m, memory 1Gi and DRA devices: "
 		shared   = ", no new device (claim cache shares ResourceClaim model-cache); "
@@ -242,19 +233,11 @@ func TestPlanTakeover(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
 	}
-	model := readObjects(t, exampleModel)[0]
-	model.SetNamespace(ns)
-	if err := unstructured.SetNestedField(model.Object, map[string]any{"type": "Recreate", "rollbackOnFailure": true}, "spec", "rolloutStrategy"); err != nil {
-		t.Fatal(err)
-	}
-	data, err := yaml.Marshal(model.Object)
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join(t.TempDir(), "model.yaml")
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := modelFile(t, ns, func(model *unstructured.Unstructured) {
+		if err := unstructured.SetNestedField(model.Object, map[string]any{"type": "Recreate", "rollbackOnFailure": true}, "spec", "rolloutStrategy"); err != nil {
+			t.Fatal(err)
+		}
+	})
 	res := run(t, "plan", "-f", file)
 	if got := exitCode(res.err); got != ExitChanges {
 		t.Fatalf("exit code %d (%v)\n%s", got, res.err, res.stdout)
@@ -268,4 +251,24 @@ func TestPlanTakeover(t *testing.T) {
 			t.Errorf("plan output lacks %q:\n%s", want, res.stdout)
 		}
 	}
+}
+
+// modelFile writes the example model in namespace ns, changed by mutate
+// (nil: as it is), to a file of the test's and returns its path.
+func modelFile(t *testing.T, ns string, mutate func(*unstructured.Unstructured)) string {
+	t.Helper()
+	model := readObjects(t, exampleModel)[0]
+	model.SetNamespace(ns)
+	if mutate != nil {
+		mutate(model)
+	}
+	data, err := yaml.Marshal(model.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "model.yaml")
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
