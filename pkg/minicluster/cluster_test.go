@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -482,7 +483,8 @@ func waitDeleted(t *testing.T, get func() error, timeout time.Duration) {
 }
 
 // TestKeptDataDir covers `make run`: a data directory that is given is locked
-// while in use, survives Stop, and a later Start finds the objects again.
+// while in use, survives Stop, and a later Start finds the objects again and
+// runs new pods at once.
 func TestKeptDataDir(t *testing.T) {
 	requireBinaries(t)
 	dir := t.TempDir()
@@ -529,10 +531,46 @@ func TestKeptDataDir(t *testing.T) {
 	if _, err := cs2.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("object from the first run is gone: %v", err)
 	}
+	// podIP waits 30 s, less than the 40 s the last run's node Lease
+	// would hold the pod back.
+	podIP(t, cs2, "after")
 	if err := c2.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "etcd")); err != nil {
 		t.Errorf("kept data directory lost etcd's data: %v", err)
+	}
+}
+
+// podIP creates a pod in the default namespace unless it exists and returns
+// its IP once kwok has given it one.
+func podIP(t *testing.T, cs kubernetes.Interface, name string) netip.Addr {
+	t.Helper()
+	pods := cs.CoreV1().Pods(metav1.NamespaceDefault)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{Name: "server", Image: "registry.invalid/model-server:1"}}},
+	}
+	if _, err := pods.Create(t.Context(), pod, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := pods.Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.PodIP != "" {
+			ip, err := netip.ParseAddr(p.Status.PodIP)
+			if err != nil {
+				t.Fatalf("pod %s: %v", name, err)
+			}
+			return ip
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pod %s has no IP after 30s: %+v", name, p.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -114,7 +114,8 @@ func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
 }
 
 // ensureNode creates the node kwok manages, unless a kept data directory
-// already has it. It carries no kwok taint, so pods need no toleration.
+// already has it, and then drops the Lease its last run left. It carries no
+// kwok taint, so pods need no toleration.
 func ensureNode(ctx context.Context, cs kubernetes.Interface) error {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name: NodeName,
@@ -132,9 +133,27 @@ func ensureNode(ctx context.Context, cs kubernetes.Interface) error {
 		// with an annotation: label it, or kwok never manages it.
 		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"fake"}}}`, kwokNodeLabel)
 		_, err = cs.CoreV1().Nodes().Patch(ctx, NodeName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		if err == nil {
+			return dropNodeLease(ctx, cs)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", NodeName, err)
+	}
+	return nil
+}
+
+// dropNodeLease deletes the node's Lease left by the last run. kwok runs a
+// node's pods only while it holds the node's Lease, under an identity new
+// at each start (host name and a UUID), so the old Lease would keep every
+// new pod Pending until it expired (--node-lease-duration-seconds, 40 s).
+// No one else holds it: the data directory is locked, and
+// kube-controller-manager, whose node lifecycle controller reads it,
+// starts after this.
+func dropNodeLease(ctx context.Context, cs kubernetes.Interface) error {
+	err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, NodeName, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete the Lease of node %s left by the last run: %w", NodeName, err)
 	}
 	return nil
 }
