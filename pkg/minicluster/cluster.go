@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,6 +41,11 @@ type Cluster struct {
 
 	launcher *launcher
 	lock     *os.File
+
+	// podCIDR is where kwok takes pod IPs from; podCIDRLock holds it
+	// against the other clusters on this machine (reservePodCIDR).
+	podCIDR     netip.Prefix
+	podCIDRLock io.Closer
 
 	mu    sync.Mutex
 	procs []*process
@@ -106,6 +113,7 @@ func start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		c.writeFiles,
 		c.startEtcd,
 		c.startAPIServer,
+		c.reservePodCIDR,
 		c.startNodeComponents,
 		c.waitSchedulable,
 	}
@@ -251,7 +259,11 @@ func (c *Cluster) startNodeComponents(_ context.Context, l *launch) error {
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-label-selector="+kwokNodeLabel+"=fake",
 		"--node-lease-duration-seconds=40",
-		"--cidr=10.244.0.0/16",
+		// Pods get loopback IPs (podcidr.go). kwok takes a pod's IP
+		// from its node's spec.podCIDR when set, from here otherwise;
+		// no node here sets one. The node IP, which hostNetwork pods
+		// share, stays off loopback: nothing here dials a node.
+		"--cidr="+c.podCIDR.String(),
 		"--node-ip=10.240.0.1",
 		// Without it kwok listens on every interface.
 		"--server-address="+l.kwokAddr,
@@ -362,6 +374,16 @@ func (c *Cluster) KubeconfigPath() string {
 	return c.kubeconfig
 }
 
+// PodCIDR is the range kwok gives pod IPs from: a /16 inside 127.0.0.0/8
+// that no other running cluster on this machine uses. Linux routes the
+// whole of 127.0.0.0/8 to the loopback interface, so a test can listen on
+// a pod's IP and port to play the pod's server, and whatever dials the pod
+// reaches it. A start with a kept data directory takes a range that holds
+// no IP of the pods it finds.
+func (c *Cluster) PodCIDR() netip.Prefix {
+	return c.podCIDR
+}
+
 // DataDir is the directory that holds the cluster's files.
 func (c *Cluster) DataDir() string {
 	return c.dataDir
@@ -422,6 +444,10 @@ func (c *Cluster) stop() error {
 		wg.Wait()
 	}
 	c.launcher.close()
+	// Released only now that kwok is gone and no pod gets an IP of it.
+	if c.podCIDRLock != nil {
+		errs = append(errs, c.podCIDRLock.Close())
+	}
 	if c.lock != nil {
 		errs = append(errs, c.lock.Close())
 	}

@@ -5,10 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +20,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,8 +32,9 @@ import (
 
 // TestCluster runs real workloads on one cluster: a Deployment rolls out, a
 // rollout to never-ready pods runs into its progress deadline while the old
-// pods keep serving, and the garbage collector removes dependents. Then Stop
-// must leave no process and no temporary directory behind.
+// pods keep serving, pods get loopback IPs a test server can listen on, and
+// the garbage collector removes dependents. Then Stop must leave no process
+// and no temporary directory behind.
 func TestCluster(t *testing.T) {
 	requireBinaries(t)
 	began := time.Now()
@@ -279,6 +285,73 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("pods get IPs of the cluster's loopback range, where a server listening is reached", func(t *testing.T) {
+		prefix := c.PodCIDR()
+		if octets := prefix.Addr().As4(); prefix.Bits() != 16 || octets[0] != 127 || octets[1] == 0 || octets[1] == 255 {
+			t.Fatalf("PodCIDR() = %s, want 127.N.0.0/16 with N in 1..254", prefix)
+		}
+		d := testDeployment(ns)
+		d.Name, d.Spec.Replicas = "loopback", ptr.To[int32](3)
+		labels := map[string]string{"app": "loopback"}
+		d.Spec.Selector.MatchLabels, d.Spec.Template.Labels = labels, labels
+		if _, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var pods []corev1.Pod
+		deadline := time.Now().Add(30 * time.Second)
+		for len(pods) < 3 {
+			list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=loopback"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods = slices.DeleteFunc(list.Items, func(p corev1.Pod) bool { return p.Status.PodIP == "" })
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of 3 pods have an IP after 30s", len(pods))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		seen := map[netip.Addr]string{}
+		for _, p := range pods {
+			ip, err := netip.ParseAddr(p.Status.PodIP)
+			if err != nil || !prefix.Contains(ip) || len(p.Status.PodIPs) != 1 || p.Status.PodIPs[0].IP != p.Status.PodIP {
+				t.Errorf("pod %s: podIP %q podIPs %v, want one IP in %s", p.Name, p.Status.PodIP, p.Status.PodIPs, prefix)
+				continue
+			}
+			if other, dup := seen[ip]; dup {
+				t.Errorf("pods %s and %s both have IP %s", other, p.Name, ip)
+			}
+			seen[ip] = p.Name
+
+			// A server on the pod's IP answers requests to that IP: the
+			// body names the pod, so no other pod's server could have.
+			l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+			if err != nil {
+				t.Fatalf("listen on the IP of pod %s: %v", p.Name, err)
+			}
+			srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, p.Name)
+			}), ReadHeaderTimeout: 5 * time.Second}
+			go func() { _ = srv.Serve(l) }()
+			t.Cleanup(func() { _ = srv.Close() })
+			body, err := get(ctx, http.DefaultClient, "http://"+l.Addr().String()+"/")
+			if err != nil || string(body) != p.Name {
+				t.Errorf("GET from the server on %s (pod %s): %q, %v", l.Addr(), p.Name, body, err)
+			}
+		}
+
+		// What podcidr.go says of Services: no EndpointSlice may hold a
+		// loopback address.
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: "loopback", Namespace: ns},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{pods[0].Status.PodIP}}},
+		}
+		_, err := cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "loopback") {
+			t.Errorf("create an EndpointSlice with the pod IP %s: got %v, want invalid: loopback", pods[0].Status.PodIP, err)
+		}
+	})
+
 	t.Run("garbage collector removes dependents", func(t *testing.T) {
 		for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
 			t.Run(string(policy), func(t *testing.T) {
@@ -484,7 +557,7 @@ func waitDeleted(t *testing.T, get func() error, timeout time.Duration) {
 
 // TestKeptDataDir covers `make run`: a data directory that is given is locked
 // while in use, survives Stop, and a later Start finds the objects again and
-// runs new pods at once.
+// runs new pods at once, with IPs that no pod of the earlier run has.
 func TestKeptDataDir(t *testing.T) {
 	requireBinaries(t)
 	dir := t.TempDir()
@@ -506,6 +579,10 @@ func TestKeptDataDir(t *testing.T) {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "survivor", Namespace: metav1.NamespaceDefault}}
 	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	before := podIP(t, cs, "before")
+	if !c.PodCIDR().Contains(before) {
+		t.Errorf("pod IP %s is not in PodCIDR() %s", before, c.PodCIDR())
 	}
 	ids := identify(t, c.PIDs())
 	began := time.Now()
@@ -531,9 +608,15 @@ func TestKeptDataDir(t *testing.T) {
 	if _, err := cs2.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{}); err != nil {
 		t.Errorf("object from the first run is gone: %v", err)
 	}
-	// podIP waits 30 s, less than the 40 s the last run's node Lease
-	// would hold the pod back.
-	podIP(t, cs2, "after")
+	// kwok forgets the IPs it gave before the restart: in the same range it
+	// would give the new pod the old one's IP. podIP waits 30 s, less than
+	// the 40 s the last run's node Lease would hold the pod back.
+	if again := podIP(t, cs2, "before"); again != before {
+		t.Errorf("pod of the first run changed IP from %s to %s", before, again)
+	}
+	if after := podIP(t, cs2, "after"); after == before || !c2.PodCIDR().Contains(after) || c2.PodCIDR().Contains(before) {
+		t.Errorf("after the restart a new pod got %s in %s, the pod of the first run has %s", after, c2.PodCIDR(), before)
+	}
 	if err := c2.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}

@@ -18,6 +18,12 @@
 // label is removed: the real node lifecycle controller marks it and its
 // pods not Ready and the taint eviction controller evicts them.
 //
+// Pods get IPs from a range of 127.0.0.0/8 that no other cluster on the
+// machine uses (Cluster.PodCIDR). Linux routes the whole of it to the
+// loopback interface, so a test can listen on a pod's IP and port and play
+// the server in the pod for any client that dials it. Kubernetes refuses
+// loopback addresses in EndpointSlices, so Services have no endpoints.
+//
 // Every child process runs in its own process group and is started with a
 // parent-death signal, so it dies with the process that started it even when
 // that process panics or is killed with SIGKILL. Stop ends all of them and
