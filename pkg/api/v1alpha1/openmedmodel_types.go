@@ -332,20 +332,20 @@ type SecretKeySelector struct {
 
 // Verification defaults and bounds (the CRD's).
 const (
-	DefaultVerificationAttempts  = int32(3)
-	DefaultVerificationInterval  = int32(30)
-	DefaultVerificationTimeout   = int32(5)
-	DefaultVerificationPath      = "/"
-	DefaultVerificationMethod    = "POST"
-	MaxVerificationAttempts      = 10
-	MinVerificationInterval      = 5
-	MaxVerificationInterval      = 3600
-	MaxVerificationTimeout       = 60
-	MaxVerificationBody          = 8192
-	MaxVerificationCondition     = 4096
-	MaxVerificationHeaders       = 16
-	MaxVerificationHeaderValue   = 4096
-	MaxVerificationPath          = 1024
+	DefaultVerificationAttempts = int32(3)
+	DefaultVerificationInterval = int32(30)
+	DefaultVerificationTimeout  = int32(5)
+	DefaultVerificationPath     = "/"
+	DefaultVerificationMethod   = "POST"
+	MaxVerificationAttempts     = 10
+	MinVerificationInterval     = 5
+	MaxVerificationInterval     = 3600
+	MaxVerificationTimeout      = 60
+	MaxVerificationBody         = 8192
+	MaxVerificationCondition    = 4096
+	MaxVerificationHeaders      = 16
+	MaxVerificationHeaderValue  = 4096
+	MaxVerificationPath         = 1024
 )
 
 // TargetReference names the Deployment and container an OpenMedModel manages.
