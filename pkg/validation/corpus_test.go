@@ -77,10 +77,7 @@ func (c corpusCase) objectJSON(t testing.TB, name string) []byte {
 	}
 	for path, value := range c.Set {
 		parent, key := walkTo(t, spec, path)
-		if s, ok := value.(string); ok {
-			value = expand(s)
-		}
-		parent[key] = value
+		parent[key] = expandAll(value)
 	}
 	obj := map[string]any{
 		"apiVersion": "openmed.ai/v1alpha1",
@@ -106,6 +103,23 @@ func walkTo(t testing.TB, spec map[string]any, path string) (map[string]any, str
 		m = next
 	}
 	return m, parts[len(parts)-1]
+}
+
+// expandAll expands every string of a JSON value, at any depth.
+func expandAll(v any) any {
+	switch x := v.(type) {
+	case string:
+		return expand(x)
+	case map[string]any:
+		for k, c := range x {
+			x[k] = expandAll(c)
+		}
+	case []any:
+		for i := range x {
+			x[i] = expandAll(x[i])
+		}
+	}
+	return v
 }
 
 func expand(s string) string {

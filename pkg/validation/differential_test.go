@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/validation"
 )
 
@@ -51,7 +52,9 @@ func serverVerdict(t *testing.T, doc []byte) (map[string]any, error) {
 // TestDifferentialValidation proves that the CRD (OpenAPI schema, strict
 // field validation and CEL, run by a real kube-apiserver) and the Go validator
 // give the same verdict on every object of the corpus, and the same defaults
-// on every accepted one.
+// on every accepted one. The one sanctioned difference is
+// validation.GoOnlyFields: testdata/goonly.yaml holds objects the server
+// accepts and Go refuses, each only on such a field.
 func TestDifferentialValidation(t *testing.T) {
 	for _, tc := range []struct {
 		file    string
@@ -98,6 +101,39 @@ func TestDifferentialValidation(t *testing.T) {
 	}
 }
 
+// TestGoOnlyRefusals runs testdata/goonly.yaml: the API server accepts each
+// object, and the Go validator refuses it only on fields of
+// validation.GoOnlyFields. Every listed field has a case, so a rule cannot
+// be listed without being shown.
+func TestGoOnlyRefusals(t *testing.T) {
+	cases := loadCorpus(t, "testdata/goonly.yaml")
+	shown := map[string]bool{}
+	for i, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			doc := c.objectJSON(t, caseName("goonly", i))
+			if _, err := serverVerdict(t, doc); err != nil {
+				t.Fatalf("the API server refuses %s: %v\n(a rule both enforce belongs in invalid.yaml)", doc, err)
+			}
+			_, errs := validation.ValidateJSON(doc)
+			if len(errs) == 0 {
+				t.Fatalf("the Go validator accepts %s", doc)
+			}
+			t.Logf("go: %v", errs.ToAggregate())
+			for _, e := range errs {
+				if _, ok := validation.GoOnlyFields[e.Field]; !ok {
+					t.Errorf("Go refuses %s, which is not a Go-only field: %v", e.Field, e)
+				}
+				shown[e.Field] = true
+			}
+		})
+	}
+	for f := range validation.GoOnlyFields {
+		if !shown[f] {
+			t.Errorf("Go-only field %s has no case in testdata/goonly.yaml", f)
+		}
+	}
+}
+
 // roundTrip renders v as a generic JSON value for comparison.
 func roundTrip(t *testing.T, v any) any {
 	t.Helper()
@@ -112,4 +148,19 @@ func roundTrip(t *testing.T, v any) any {
 	return out
 }
 
-func normalize(t *testing.T, m map[string]any) any { return roundTrip(t, m) }
+// normalize renders the server's spec as a Go client reads it: decoded into
+// the typed spec and rendered again. The server keeps what the typed API
+// cannot tell from absent (an explicit "" body, an empty headers list); the
+// defaults it filled in survive.
+func normalize(t *testing.T, m map[string]any) any {
+	t.Helper()
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec v1alpha1.OpenMedModelSpec
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	return roundTrip(t, spec)
+}

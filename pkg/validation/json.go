@@ -20,6 +20,7 @@ const (
 	kBool
 	kIntOrString
 	kObject
+	kList
 )
 
 // node describes one position of the OpenMedModel schema: its JSON type and,
@@ -28,13 +29,45 @@ type node struct {
 	kind     kind
 	fields   map[string]*node
 	required []string
+	// items is the node of a list's items.
+	items *node
+	// emptyOK marks a string without a minimum length or pattern: an
+	// explicit "" is a value.
+	emptyOK bool
+	// msg is the message of an int-or-string that is neither.
+	msg string
 }
 
 var (
 	str = &node{kind: kString}
 	num = &node{kind: kInteger}
 	bln = &node{kind: kBool}
-	ios = &node{kind: kIntOrString}
+	ios = &node{kind: kIntOrString, msg: MsgIntOrPercent}
+	// strOrEmpty is a string field whose schema accepts "".
+	strOrEmpty = &node{kind: kString, emptyOK: true}
+
+	verificationSchema = &node{kind: kObject, required: []string{"request", "successCondition"}, fields: map[string]*node{
+		"successCondition": str,
+		"attempts":         num,
+		"intervalSeconds":  num,
+		"request": {kind: kObject, required: []string{"port"}, fields: map[string]*node{
+			"port":           {kind: kIntOrString, msg: MsgVerificationPort},
+			"path":           str,
+			"method":         str,
+			"body":           strOrEmpty,
+			"timeoutSeconds": num,
+			"headers": {kind: kList, items: &node{kind: kObject, required: []string{"name"}, fields: map[string]*node{
+				"name":  str,
+				"value": strOrEmpty,
+				"valueFrom": {kind: kObject, required: []string{"secretKeyRef"}, fields: map[string]*node{
+					"secretKeyRef": {kind: kObject, required: []string{"key", "name"}, fields: map[string]*node{
+						"name": str,
+						"key":  str,
+					}},
+				}},
+			}}},
+		}},
+	}}
 
 	specSchema = &node{kind: kObject, required: []string{"family", "version", "tier", "rolloutStrategy"}, fields: map[string]*node{
 		"family":                str,
@@ -45,6 +78,7 @@ var (
 		"serviceAccountName":    str,
 		"suspend":               bln,
 		"revisionHistoryLimit":  num,
+		"verification":          verificationSchema,
 		"targetRef": {kind: kObject, fields: map[string]*node{
 			"name":          str,
 			"containerName": str,
@@ -146,12 +180,22 @@ func walk(v any, n *node, p *field.Path) field.ErrorList {
 			}
 		}
 		return errs
+	case kList:
+		list, ok := v.([]any)
+		if !ok {
+			return field.ErrorList{field.TypeInvalid(p, field.OmitValueType{}, "must be a list")}
+		}
+		var errs field.ErrorList
+		for i, item := range list {
+			errs = append(errs, walk(item, n.items, p.Index(i))...)
+		}
+		return errs
 	case kString:
 		s, ok := v.(string)
 		if !ok {
 			return field.ErrorList{field.TypeInvalid(p, field.OmitValueType{}, "must be a string")}
 		}
-		if s == "" {
+		if s == "" && !n.emptyOK {
 			return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must not be empty")}
 		}
 	case kBool:
@@ -167,10 +211,10 @@ func walk(v any, n *node, p *field.Path) field.ErrorList {
 		case string:
 		case json.Number:
 			if _, ok := int32Value(x); !ok {
-				return field.ErrorList{field.Invalid(p, field.OmitValueType{}, MsgIntOrPercent)}
+				return field.ErrorList{field.Invalid(p, field.OmitValueType{}, n.msg)}
 			}
 		default:
-			return field.ErrorList{field.TypeInvalid(p, field.OmitValueType{}, MsgIntOrPercent)}
+			return field.ErrorList{field.TypeInvalid(p, field.OmitValueType{}, n.msg)}
 		}
 	}
 	return nil

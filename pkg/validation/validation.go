@@ -5,6 +5,13 @@
 // keeps the two copies equal.
 //
 // Messages never echo user values: they name the field and the rule only.
+// One exception: a spec.verification.successCondition that does not compile
+// is refused with CEL's complaint (which may name an identifier or a type of
+// the expression), so its author can fix it.
+//
+// Two rules are the Go validator's only, because the CRD cannot state them
+// (see GoOnlyFields): the success condition must compile, and the
+// verification port must be a port number or a port name.
 package validation
 
 import (
@@ -12,11 +19,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/verify"
 )
 
 var (
@@ -25,7 +35,22 @@ var (
 	dnsSubdomainRE = regexp.MustCompile(v1alpha1.DNSSubdomainPattern)
 	dnsLabelRE     = regexp.MustCompile(v1alpha1.DNSLabelPattern)
 	percentRE      = regexp.MustCompile(v1alpha1.PercentPattern)
+	// The patterns of the verification header markers
+	// (VerificationHeader.Name, SecretKeySelector.Key); the differential
+	// test proves they are the same.
+	headerNameRE = regexp.MustCompile(`^[!#$%&'*+.^_|~0-9A-Za-z-]+$`)
+	secretKeyRE  = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 )
+
+// GoOnlyFields are the fields with a rule the Go validator enforces and the
+// CRD does not, each with the reason. The API server accepts an object that
+// breaks one; the operator refuses it (a SpecError in status) until a
+// validating webhook refuses it on admission. The differential test holds
+// every other verdict equal and lists these cases in testdata/goonly.yaml.
+var GoOnlyFields = map[string]string{
+	"spec.verification.successCondition": "the API server does not compile a CEL expression held in a field",
+	"spec.verification.request.port":     "the CRD marks the port only as int-or-string: no range and no name rule",
+}
 
 // Fixed, value-free messages. They are part of the API: status conditions
 // quote them.
@@ -45,7 +70,19 @@ const (
 	MsgReplaceInPlaceFields = "unschedulableSeconds and minAvailable apply only when whenUnschedulable replaces pods in place."
 	MsgUnschedulableSeconds = "unschedulableSeconds must be below progressDeadlineSeconds."
 	MsgMinAvailable         = "minAvailable cannot exceed replicas."
+
+	MsgVerificationPort  = "must be a port number from 1 to 65535 or a container port name (IANA_SVC_NAME)"
+	MsgVerificationPath  = "must start with '/'"
+	MsgHeaderName        = "must be an HTTP header name (letters, digits and !#$%&'*+.^_|~-)"
+	MsgHeaderValueSource = "exactly one of value and valueFrom must be set."
+	MsgSecretKey         = "must contain only letters, digits, '-', '_' or '.'"
+	// MsgSuccessCondition starts the message of a condition that does not
+	// compile; CEL's complaint follows.
+	MsgSuccessCondition = "must be a CEL expression over response of type bool: "
 )
+
+// verificationMethods is the enum of spec.verification.request.method.
+var verificationMethods = []string{"GET", "POST", "PUT"}
 
 // MsgTier is the message for a tier outside the enum; it lists the valid tiers.
 var MsgTier = func() string {
@@ -100,7 +137,100 @@ func ValidateSpec(spec *v1alpha1.OpenMedModelSpec, fldPath *field.Path) field.Er
 	}
 	errs = append(errs, validateRolloutStrategy(&spec.RolloutStrategy, fldPath.Child("rolloutStrategy"))...)
 	errs = append(errs, validateWhenUnschedulable(spec, fldPath)...)
+	if spec.Verification != nil {
+		errs = append(errs, validateVerification(spec.Verification, fldPath.Child("verification"))...)
+	}
 	return errs
+}
+
+// validateVerification checks spec.verification: the CRD's rules, then the
+// Go-only ones (GoOnlyFields).
+func validateVerification(v *v1alpha1.Verification, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	cond := fldPath.Child("successCondition")
+	switch n := utf8.RuneCountInString(v.SuccessCondition); {
+	case n == 0:
+		errs = append(errs, field.Required(cond, ""))
+	case n > v1alpha1.MaxVerificationCondition:
+		errs = append(errs, field.TooLong(cond, field.OmitValueType{}, v1alpha1.MaxVerificationCondition))
+	default:
+		if err := verify.Check(v.SuccessCondition); err != nil {
+			errs = append(errs, field.Invalid(cond, field.OmitValueType{}, MsgSuccessCondition+err.Error()))
+		}
+	}
+	if v.Attempts != nil {
+		errs = append(errs, validateRange(int64(*v.Attempts), fldPath.Child("attempts"), 1, v1alpha1.MaxVerificationAttempts)...)
+	}
+	if v.IntervalSeconds != nil {
+		errs = append(errs, validateRange(int64(*v.IntervalSeconds), fldPath.Child("intervalSeconds"), v1alpha1.MinVerificationInterval, v1alpha1.MaxVerificationInterval)...)
+	}
+	return append(errs, validateVerificationRequest(&v.Request, fldPath.Child("request"))...)
+}
+
+func validateVerificationRequest(r *v1alpha1.VerificationRequest, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if !validPort(r.Port) {
+		errs = append(errs, field.Invalid(fldPath.Child("port"), field.OmitValueType{}, MsgVerificationPort))
+	}
+	switch p := fldPath.Child("path"); {
+	case utf8.RuneCountInString(r.Path) > v1alpha1.MaxVerificationPath:
+		errs = append(errs, field.TooLong(p, field.OmitValueType{}, v1alpha1.MaxVerificationPath))
+	case !strings.HasPrefix(r.Path, "/"):
+		errs = append(errs, field.Invalid(p, field.OmitValueType{}, MsgVerificationPath))
+	}
+	switch r.Method {
+	case "GET", "POST", "PUT":
+	default:
+		errs = append(errs, field.NotSupported(fldPath.Child("method"), field.OmitValueType{}, verificationMethods))
+	}
+	if utf8.RuneCountInString(r.Body) > v1alpha1.MaxVerificationBody {
+		errs = append(errs, field.TooLong(fldPath.Child("body"), field.OmitValueType{}, v1alpha1.MaxVerificationBody))
+	}
+	if r.TimeoutSeconds != nil {
+		errs = append(errs, validateRange(int64(*r.TimeoutSeconds), fldPath.Child("timeoutSeconds"), 1, v1alpha1.MaxVerificationTimeout)...)
+	}
+	return append(errs, validateHeaders(r.Headers, fldPath.Child("headers"))...)
+}
+
+// validateHeaders checks the headers list: its size, its map key (name) and
+// each item, as the CRD's list-map schema and the item's CEL rule do.
+func validateHeaders(headers []v1alpha1.VerificationHeader, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(headers) > v1alpha1.MaxVerificationHeaders {
+		errs = append(errs, field.TooMany(fldPath, len(headers), v1alpha1.MaxVerificationHeaders))
+	}
+	seen := make(map[string]bool, len(headers))
+	for i, h := range headers {
+		p := fldPath.Index(i)
+		if h.Name != "" && seen[h.Name] {
+			errs = append(errs, field.Duplicate(p.Child("name"), field.OmitValueType{}))
+		}
+		seen[h.Name] = true
+		errs = append(errs, validateString(h.Name, p.Child("name"), 256, headerNameRE, MsgHeaderName, true)...)
+		if h.Value != nil && utf8.RuneCountInString(*h.Value) > v1alpha1.MaxVerificationHeaderValue {
+			errs = append(errs, field.TooLong(p.Child("value"), field.OmitValueType{}, v1alpha1.MaxVerificationHeaderValue))
+		}
+		if (h.Value != nil) == (h.ValueFrom != nil) {
+			errs = append(errs, field.Invalid(p, field.OmitValueType{}, MsgHeaderValueSource))
+		}
+		if h.ValueFrom != nil {
+			ref := &h.ValueFrom.SecretKeyRef
+			rp := p.Child("valueFrom", "secretKeyRef")
+			errs = append(errs, validateString(ref.Name, rp.Child("name"), v1alpha1.MaxDNSSubdomainLength, dnsSubdomainRE, MsgDNSSubdomain, true)...)
+			errs = append(errs, validateString(ref.Key, rp.Child("key"), v1alpha1.MaxDNSSubdomainLength, secretKeyRE, MsgSecretKey, true)...)
+		}
+	}
+	return errs
+}
+
+// validPort reports whether a verification port can name a container port,
+// as a kubelet's httpGet probe needs: a number from 1 to 65535 or an
+// IANA_SVC_NAME.
+func validPort(p intstr.IntOrString) bool {
+	if p.Type == intstr.Int {
+		return len(utilvalidation.IsValidPortNum(int(p.IntVal))) == 0
+	}
+	return len(utilvalidation.IsValidPortName(p.StrVal)) == 0
 }
 
 // validateWhenUnschedulable checks rolloutStrategy.whenUnschedulable and

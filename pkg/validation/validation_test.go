@@ -56,6 +56,32 @@ func TestValidateSpecTyped(t *testing.T) {
 		{name: "deadline", mutate: func(m *v1alpha1.OpenMedModel) {
 			m.Spec.RolloutStrategy.ProgressDeadlineSeconds = ptr.To[int32](0)
 		}, field: "spec.rolloutStrategy.progressDeadlineSeconds"},
+		{name: "verification", mutate: func(m *v1alpha1.OpenMedModel) { m.Spec.Verification = validVerification() }},
+		{name: "verification undefaulted", mutate: func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Verification = validVerification()
+			m.Spec.Verification.Request.Method = ""
+		}, field: "spec.verification.request.method"},
+		{name: "verification condition does not compile", mutate: func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Verification = validVerification()
+			m.Spec.Verification.SuccessCondition = "response.code = 200"
+		}, field: "spec.verification.successCondition"},
+		{name: "verification port 0", mutate: func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Verification = validVerification()
+			m.Spec.Verification.Request.Port = intstr.FromInt32(0)
+		}, field: "spec.verification.request.port"},
+		{name: "verification duplicate header", mutate: func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Verification = validVerification()
+			h := m.Spec.Verification.Request.Headers
+			m.Spec.Verification.Request.Headers = append(h, h[0])
+		}, field: "spec.verification.request.headers[1].name"},
+		{name: "verification header without a value", mutate: func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Verification = validVerification()
+			m.Spec.Verification.Request.Headers[0].ValueFrom = nil
+		}, field: "spec.verification.request.headers[0]"},
+		{name: "verification header with an empty value", mutate: func(m *v1alpha1.OpenMedModel) {
+			m.Spec.Verification = validVerification()
+			m.Spec.Verification.Request.Headers[0] = v1alpha1.VerificationHeader{Name: "X-Empty", Value: ptr.To("")}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +101,39 @@ func TestValidateSpecTyped(t *testing.T) {
 	}
 }
 
+// validVerification is a defaulted golden request for the OpenMed service.
+func validVerification() *v1alpha1.Verification {
+	v := &v1alpha1.Verification{
+		Request: v1alpha1.VerificationRequest{
+			Port: intstr.FromString("http"),
+			Path: "/pii/extract",
+			Headers: []v1alpha1.VerificationHeader{{Name: "Authorization", ValueFrom: &v1alpha1.HeaderValueSource{
+				SecretKeyRef: v1alpha1.SecretKeySelector{Name: "pii-token", Key: "token"},
+			}}},
+			Body: `{"text":"Patient John Smith was seen today.","model_name":"pii-small","confidence_threshold":0.5}`,
+		},
+		SuccessCondition: `response.code == 200 && response.json.entities.exists(e, e.label == "NAME" && e.text == "John Smith")`,
+	}
+	v.Default()
+	return v
+}
+
+// TestSuccessConditionDetail checks that a condition that does not compile
+// is refused with CEL's complaint and its place, so its author can fix it.
+func TestSuccessConditionDetail(t *testing.T) {
+	m := validModel()
+	m.Spec.Verification = validVerification()
+	m.Spec.Verification.SuccessCondition = `response.code == 200 && response.json.entities.exists(e, e.label == NAME)`
+	errs := validation.ValidateOpenMedModel(m)
+	if len(errs) != 1 {
+		t.Fatalf("errors = %v, want one", errs)
+	}
+	want := validation.MsgSuccessCondition + "does not compile: 1:69: undeclared reference to 'NAME'"
+	if errs[0].Field != "spec.verification.successCondition" || !strings.HasPrefix(errs[0].Detail, want) {
+		t.Fatalf("error = %v, want a detail starting %q", errs[0], want)
+	}
+}
+
 // TestMessagesNeverEchoValues checks the typed path with values that would be
 // easy to spot in a message.
 func TestMessagesNeverEchoValues(t *testing.T) {
@@ -83,8 +142,11 @@ func TestMessagesNeverEchoValues(t *testing.T) {
 	m.Spec.Version = "secret token=abc"
 	m.Spec.Tier = "TopSecretTier"
 	m.Spec.ManifestConfigMapName = "Jane_Roe"
+	m.Spec.Verification = validVerification()
+	m.Spec.Verification.Request.Headers = []v1alpha1.VerificationHeader{{Name: "X-Key", Value: ptr.To("sk-live-" + strings.Repeat("Z", 4096))}}
+	m.Spec.Verification.Request.Port = intstr.FromString("Port_Secret")
 	msg := validation.ValidateOpenMedModel(m).ToAggregate().Error()
-	for _, v := range []string{"JohnDoe", "token", "TopSecret", "Jane"} {
+	for _, v := range []string{"JohnDoe", "token", "TopSecret", "Jane", "sk-live", "Port_Secret"} {
 		if strings.Contains(msg, v) {
 			t.Errorf("message echoes %q: %s", v, msg)
 		}

@@ -21,6 +21,31 @@ func (in *OpenMedModelSpec) Default() {
 		in.RevisionHistoryLimit = &limit
 	}
 	in.RolloutStrategy.Default()
+	if in.Verification != nil {
+		in.Verification.Default()
+	}
+}
+
+// Default fills in the verification defaults of the CRD schema.
+func (in *Verification) Default() {
+	if in.Attempts == nil {
+		v := DefaultVerificationAttempts
+		in.Attempts = &v
+	}
+	if in.IntervalSeconds == nil {
+		v := DefaultVerificationInterval
+		in.IntervalSeconds = &v
+	}
+	if in.Request.TimeoutSeconds == nil {
+		v := DefaultVerificationTimeout
+		in.Request.TimeoutSeconds = &v
+	}
+	if in.Request.Path == "" {
+		in.Request.Path = DefaultVerificationPath
+	}
+	if in.Request.Method == "" {
+		in.Request.Method = DefaultVerificationMethod
+	}
 }
 
 // Default fills in the rollout strategy defaults of the CRD schema.

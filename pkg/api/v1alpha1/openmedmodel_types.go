@@ -166,7 +166,187 @@ type OpenMedModelSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// Verification is a golden request every new pod of a version must
+	// answer correctly before it counts as ready, and, while a version
+	// bakes, again at an interval: the pod template then carries the
+	// readiness gate openmed.ai/verified, so a pod that has not answered
+	// correctly stays out of its Services' endpoints and is not available
+	// to the Deployment. A pod that fails every attempt fails the rollout
+	// at once (docs/verification.md). It belongs to the model, not to a
+	// version: a rollback's pods are verified the same way.
+	//
+	// +optional
+	Verification *Verification `json:"verification,omitempty"`
 }
+
+// VerifiedCondition is the pod condition type of the operator's readiness
+// gate: True once the pod answered the golden request correctly for the
+// version it runs.
+const VerifiedCondition = "openmed.ai/verified"
+
+// Verification is a golden request and what its answer must satisfy.
+type Verification struct {
+	// Request is the HTTP request sent to each pod's IP.
+	//
+	// +required
+	Request VerificationRequest `json:"request"`
+
+	// SuccessCondition is a CEL expression over response that must be
+	// true for the answer to pass: response.code (int), response.headers
+	// (map of lower-case header names to their first value),
+	// response.body (string) and response.json (the body parsed as JSON,
+	// null when it is not JSON). For example
+	// `response.code == 200 && response.json.entities.exists(e, e.label == "NAME")`.
+	// Its cost is bounded as the API server bounds a validation rule's.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	SuccessCondition string `json:"successCondition"`
+
+	// Attempts is how many times a pod is asked before it fails: an
+	// answer that fails the condition, an error or a timeout each use one.
+	// Default 3.
+	//
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	Attempts *int32 `json:"attempts,omitempty"`
+
+	// IntervalSeconds is how often, while a version bakes, every pod of
+	// it is asked again; a wrong answer then fails the bake like a crash.
+	// Default 30.
+	//
+	// +optional
+	// +kubebuilder:default=30
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=3600
+	IntervalSeconds *int32 `json:"intervalSeconds,omitempty"`
+}
+
+// VerificationRequest is the HTTP request of a Verification, sent to the
+// pod's IP the way a kubelet's httpGet probe is.
+type VerificationRequest struct {
+	// Port is the port of the model container to send the request to, by
+	// number or by the container port's name.
+	//
+	// +required
+	// +kubebuilder:validation:XIntOrString
+	Port intstr.IntOrString `json:"port"`
+
+	// Path is the request's path. Default "/".
+	//
+	// +optional
+	// +kubebuilder:default="/"
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^/`
+	Path string `json:"path,omitempty"`
+
+	// Method is the HTTP method. Default POST.
+	//
+	// +optional
+	// +kubebuilder:default=POST
+	// +kubebuilder:validation:Enum=GET;POST;PUT
+	Method string `json:"method,omitempty"`
+
+	// Headers are sent with the request; a Content-Type of
+	// application/json is sent with a body unless one is set here.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Headers []VerificationHeader `json:"headers,omitempty"`
+
+	// Body is the request's body: a synthetic note, never a real
+	// patient's (the first bytes of a failed answer are reported in
+	// status and events).
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=8192
+	Body string `json:"body,omitempty"`
+
+	// TimeoutSeconds bounds one attempt, connection and answer. Default 5.
+	//
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=60
+	TimeoutSeconds *int32 `json:"timeoutSeconds,omitempty"`
+}
+
+// VerificationHeader is one header of the golden request: a value, or a
+// key of a Secret in the model's namespace, read at request time as the
+// model's ServiceAccount and never stored.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.value) != has(self.valueFrom)",message="exactly one of value and valueFrom must be set."
+type VerificationHeader struct {
+	// Name is the header's name.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[!#$%&'*+.^_|~0-9A-Za-z-]+$`
+	Name string `json:"name"`
+
+	// Value is the header's value.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Value *string `json:"value,omitempty"`
+
+	// ValueFrom takes the value from a Secret key.
+	//
+	// +optional
+	ValueFrom *HeaderValueSource `json:"valueFrom,omitempty"`
+}
+
+// HeaderValueSource is where a header's value comes from.
+type HeaderValueSource struct {
+	// SecretKeyRef is a key of a Secret in the model's namespace.
+	//
+	// +required
+	SecretKeyRef SecretKeySelector `json:"secretKeyRef"`
+}
+
+// SecretKeySelector names a key of a Secret in the model's namespace.
+type SecretKeySelector struct {
+	// Name is the Secret's name.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// Key is the key in the Secret's data.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key"`
+}
+
+// Verification defaults and bounds (the CRD's).
+const (
+	DefaultVerificationAttempts = int32(3)
+	DefaultVerificationInterval = int32(30)
+	DefaultVerificationTimeout  = int32(5)
+	DefaultVerificationPath     = "/"
+	DefaultVerificationMethod   = "POST"
+	MaxVerificationAttempts     = 10
+	MinVerificationInterval     = 5
+	MaxVerificationInterval     = 3600
+	MaxVerificationTimeout      = 60
+	MaxVerificationBody         = 8192
+	MaxVerificationCondition    = 4096
+	MaxVerificationHeaders      = 16
+	MaxVerificationHeaderValue  = 4096
+	MaxVerificationPath         = 1024
+)
 
 // TargetReference names the Deployment and container an OpenMedModel manages.
 type TargetReference struct {
