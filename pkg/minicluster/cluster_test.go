@@ -352,6 +352,84 @@ func TestCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a readiness gate holds a pod unready until its condition is True, as the kubelet judges it", func(t *testing.T) {
+		const gate = "example.com/verified"
+		d := testDeployment(ns)
+		d.Name, d.Spec.Replicas = "gated", ptr.To[int32](1)
+		labels := map[string]string{"app": "gated"}
+		d.Spec.Selector.MatchLabels, d.Spec.Template.Labels = labels, labels
+		d.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: gate}}
+		if _, err := cs.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pod := func(check func(*corev1.Pod) error) *corev1.Pod {
+			t.Helper()
+			var last error
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				list, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gated"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(list.Items) != 1 {
+					last = fmt.Errorf("%d pods", len(list.Items))
+					continue
+				}
+				if last = check(&list.Items[0]); last == nil {
+					return &list.Items[0]
+				}
+			}
+			t.Fatalf("after 30s: %v", last)
+			return nil
+		}
+		cond := func(p *corev1.Pod, typ corev1.PodConditionType) corev1.ConditionStatus {
+			for _, c := range p.Status.Conditions {
+				if c.Type == typ {
+					return c.Status
+				}
+			}
+			return ""
+		}
+		p := pod(func(p *corev1.Pod) error {
+			if cond(p, corev1.ContainersReady) != corev1.ConditionTrue {
+				return fmt.Errorf("containers not ready: %v", p.Status.Conditions)
+			}
+			return nil
+		})
+		if cond(p, corev1.PodReady) != corev1.ConditionFalse || cond(p, gate) != "" {
+			t.Fatalf("a gated pod with its containers ready: %+v; want Ready False and no condition of the gate", p.Status.Conditions)
+		}
+		setGate := func(status corev1.ConditionStatus) {
+			t.Helper()
+			patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q}]}}`, gate, status)
+			if _, err := cs.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setGate(corev1.ConditionTrue)
+		pod(func(p *corev1.Pod) error {
+			if cond(p, corev1.PodReady) != corev1.ConditionTrue || cond(p, gate) != corev1.ConditionTrue || cond(p, corev1.ContainersReady) != corev1.ConditionTrue {
+				return fmt.Errorf("gate True: %+v", p.Status.Conditions)
+			}
+			return nil
+		})
+		gated := func(ctx context.Context, _ string, o metav1.GetOptions) (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(ns).Get(ctx, "gated", o)
+		}
+		waitDeployment(t, gated, 30*time.Second, func(d *appsv1.Deployment) error {
+			if d.Status.AvailableReplicas != 1 {
+				return fmt.Errorf("available %d", d.Status.AvailableReplicas)
+			}
+			return nil
+		})
+		setGate(corev1.ConditionFalse)
+		pod(func(p *corev1.Pod) error {
+			if cond(p, corev1.PodReady) != corev1.ConditionFalse || cond(p, gate) != corev1.ConditionFalse {
+				return fmt.Errorf("gate False: %+v", p.Status.Conditions)
+			}
+			return nil
+		})
+	})
+
 	t.Run("garbage collector removes dependents", func(t *testing.T) {
 		for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground} {
 			t.Run(string(policy), func(t *testing.T) {

@@ -84,7 +84,7 @@ func TestRenderStages(t *testing.T) {
 					}
 				}
 			}
-			wantNames := []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-running-not-ready", "pod-crash-after-ready",
+			wantNames := []string{"node-initialize", "node-heartbeat", "pod-ready", "pod-readiness-gates", "pod-running-not-ready", "pod-crash-after-ready",
 				"pod-restart-container", "pod-evicted-by-kubelet", "pod-delete"}
 			if !slices.Equal(names, wantNames) {
 				t.Errorf("stages %v, want %v", names, wantNames)
