@@ -300,6 +300,11 @@ type Plan struct {
 	// a bake that ended Ready or failed, a Ready version): their events
 	// need not wake it, the Deployment's do.
 	WatchesPods bool
+	// Verify are the pods to send the model's golden request to now
+	// (spec.verification), each then given its verdict as the pod's
+	// v1alpha1.VerifiedCondition; the verdict's watch event wakes the
+	// resource.
+	Verify []PodVerification
 
 	// RemoveFinalizer is true when deletion has finished its work.
 	RemoveFinalizer bool

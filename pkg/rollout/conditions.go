@@ -62,6 +62,7 @@ const (
 	MsgUnschedulable          = "A pod of the version being rolled out cannot be scheduled: no node has what it requests free."
 	MsgPodCreationRefused     = "The API server refuses to create a pod of the version being rolled out (a quota, a LimitRange or an admission webhook)."
 	MsgSchedulingGated        = "A pod of the version being rolled out waits for admission: a scheduling gate holds it."
+	MsgVerifying              = "A pod of the version being rolled out is ready but for the golden request the operator sends it (spec.verification)."
 	MsgScaling                = "Target Deployment serves the desired version and is bringing up pods; the model did not change."
 	MsgBaking                 = "The desired version rolled out and bakes before it is Ready."
 	MsgBakingNodeNotReady     = "The desired version bakes; a pod of it is unready on a node that is not Ready (the cluster's failure, not the version's): the bake waits until the pod is Ready again or replaced."
@@ -114,18 +115,24 @@ const (
 	EventMsgRolloutFailedPrefix = "Kubernetes reported that the model rollout exceeded its deadline: "
 	// MsgUnschedulableFailedPrefix begins Degraded's message for the same.
 	MsgUnschedulableFailedPrefix = "The rollout exceeded its progress deadline: "
-	EventMsgBaking               = "The model version rolled out and bakes before it is Ready."
-	EventMsgBakeFailed           = "The model version failed its bake (%s)."
-	EventMsgAutoRollbackStarted  = "Automatic rollback to the last successful version started."
-	EventMsgManualRollback       = "Manual rollback to a retained successful version started."
-	EventMsgRollbackSucceeded    = "Retained successful model version is available."
-	EventMsgRollbackFailed       = "Kubernetes reported that the rollback exceeded its deadline."
-	EventMsgRollbackRejected     = "Requested rollback target is not one of the retained successful versions."
-	EventMsgModelRemoved         = "Model manifest pointer was removed from the target Deployment."
-	EventMsgRemovalSkipped       = "Resources owned by another controller were left unchanged."
-	EventMsgDriftCorrected       = "Restored Deployment fields the operator owns"
-	EventMsgFieldReplaced        = "Replaced Deployment values that made the model pointer invalid"
-	EventMsgOwnershipConflict    = "Another field manager keeps reverting a Deployment field the operator owns"
+	// EventMsgVerificationFailedPrefix begins the event of a rollout
+	// (or bake) that failed because a pod of it failed the golden
+	// request; the pod and what its answer lacked follow.
+	EventMsgVerificationFailedPrefix = "The model version failed its golden request: "
+	// MsgVerificationFailedPrefix begins Degraded's message for the same.
+	MsgVerificationFailedPrefix = "The version answered the golden request wrongly: "
+	EventMsgBaking              = "The model version rolled out and bakes before it is Ready."
+	EventMsgBakeFailed          = "The model version failed its bake (%s)."
+	EventMsgAutoRollbackStarted = "Automatic rollback to the last successful version started."
+	EventMsgManualRollback      = "Manual rollback to a retained successful version started."
+	EventMsgRollbackSucceeded   = "Retained successful model version is available."
+	EventMsgRollbackFailed      = "Kubernetes reported that the rollback exceeded its deadline."
+	EventMsgRollbackRejected    = "Requested rollback target is not one of the retained successful versions."
+	EventMsgModelRemoved        = "Model manifest pointer was removed from the target Deployment."
+	EventMsgRemovalSkipped      = "Resources owned by another controller were left unchanged."
+	EventMsgDriftCorrected      = "Restored Deployment fields the operator owns"
+	EventMsgFieldReplaced       = "Replaced Deployment values that made the model pointer invalid"
+	EventMsgOwnershipConflict   = "Another field manager keeps reverting a Deployment field the operator owns"
 )
 
 // cond is one condition value without its bookkeeping fields.

@@ -123,6 +123,9 @@ func Decide(obj *v1alpha1.OpenMedModel, observed Observed, opts Options) Plan {
 	default:
 		d.reconcile()
 	}
+	if observed.Failure == nil && obj.DeletionTimestamp == nil {
+		d.verifications()
+	}
 	d.finish()
 	return d.plan
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -38,6 +39,13 @@ type pointer struct {
 	// the apply (see withLive): the pods get them, so a shard's pod store
 	// selects its own models' pods.
 	templateShard map[string]string
+	// gate is whether the pod template carries the operator's readiness
+	// gate (v1alpha1.VerifiedCondition); otherGates are the template's
+	// other readiness gates, gateOwned whether the operator's field
+	// manager set the template's readinessGates (see withGate).
+	gate       bool
+	otherGates []any
+	gateOwned  bool
 }
 
 // newPointer is the intent for spec, owned by owner (the OwnerKey), pointing
@@ -65,6 +73,91 @@ func (p pointer) withLive(live *appsv1.Deployment, bakes bool) pointer {
 		_, p.bakeLabel = live.Spec.Template.Labels[v1alpha1.BakeLabel]
 	}
 	return p.withTemplateShard(live)
+}
+
+// withLiveGate takes the readiness gates as the live template has them,
+// before withLive: what the template carries is what the apply keeps
+// unless withGate settles otherwise.
+func (p pointer) withLiveGate(live *appsv1.Deployment) pointer {
+	if live == nil {
+		return p
+	}
+	p.gate, p.otherGates = hasGate(live), otherGates(live)
+	p.gateOwned = p.manager != "" && valueSetters(live.ManagedFields, readinessGatesPath)[p.manager]
+	return p
+}
+
+// withGate settles the operator's readiness gate against the live
+// Deployment, after withLive. A model that declares a golden request
+// (verifies) gets the gate, and the bake label by which the operator
+// watches the pods, with the apply of a version that does not serve yet
+// (a new version, a rollback, a rollout in flight whose gate someone
+// removed) or with any apply that changes the template anyway: never a
+// roll of its own for a version that serves (serving). So turning
+// verification on for a version that serves verifies its next one, and
+// a gate removed by hand from a serving version comes back with the next;
+// turning verification off leaves the gate on the template until an
+// apply changes it (the operator then passes those pods without a
+// request). readinessGates is an atomic list: the operator sends the
+// template's other gates with its own, so a chart's gates stay, and, once
+// it set the list, keeps sending them after its own went.
+func (p pointer) withGate(live *appsv1.Deployment, verifies, serving bool) pointer {
+	if live == nil {
+		p.gate = verifies
+		p.bakeLabel = p.bakeLabel || verifies
+		return p
+	}
+	switch {
+	case p.gate == verifies:
+	case verifies && !serving:
+		p.gate = true
+	case p.templateChanged(live):
+		p.gate = verifies
+	}
+	if p.gate && !p.bakeLabel && (!hasGate(live) || live.Spec.Template.Labels[v1alpha1.BakeLabel] == "true" || p.templateChanged(live)) {
+		// The pod store selects the pods by it: it goes on with the
+		// gate, or with the apply that changes the template anyway.
+		p.bakeLabel = true
+	}
+	return p
+}
+
+// hasGate reports whether d's pod template carries the operator's
+// readiness gate.
+func hasGate(d *appsv1.Deployment) bool {
+	return slices.ContainsFunc(d.Spec.Template.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool {
+		return g.ConditionType == v1alpha1.VerifiedCondition
+	})
+}
+
+// otherGates are the readiness gates of d's pod template but the
+// operator's, in their order.
+func otherGates(d *appsv1.Deployment) []any {
+	var out []any
+	for _, g := range d.Spec.Template.Spec.ReadinessGates {
+		if g.ConditionType != v1alpha1.VerifiedCondition {
+			out = append(out, map[string]any{"conditionType": string(g.ConditionType)})
+		}
+	}
+	return out
+}
+
+var readinessGatesPath = fieldpath.MakePathOrDie("spec", "template", "spec", "readinessGates")
+
+// gateValue is the readinessGates list the apply sends: the template's
+// other gates, then the operator's when p.gate; not sent when the
+// operator neither has a gate to set nor set the list before, or the list
+// would be empty (the operator's ownership goes and the API server
+// removes what only it set).
+func (p pointer) gateValue() (any, bool) {
+	if !p.gate && !p.gateOwned {
+		return nil, false
+	}
+	list := slices.Clone(p.otherGates)
+	if p.gate {
+		list = append(list, map[string]any{"conditionType": v1alpha1.VerifiedCondition})
+	}
+	return list, len(list) > 0
 }
 
 // withTemplateShard settles the shard labels of the pod template (in a
@@ -386,6 +479,15 @@ func buildOwnedFields(p pointer) []ownedField {
 		present: func(p pointer, d *appsv1.Deployment) bool {
 			return PreloadEnv(d, p.spec.TargetRef.ContainerName) != nil
 		},
+	}, {
+		// The readiness gate of a model that verifies its pods (see
+		// withGate): an atomic list, sent with the template's other gates.
+		name:     "spec.template.spec.readinessGates[conditionType=" + v1alpha1.VerifiedCondition + "]",
+		path:     readinessGatesPath,
+		template: true,
+		value:    func(p pointer) (any, bool) { return p.gateValue() },
+		holds:    func(p pointer, d *appsv1.Deployment) bool { return hasGate(d) == p.gate },
+		present:  func(_ pointer, d *appsv1.Deployment) bool { return hasGate(d) },
 	}, labelField(v1alpha1.ClaimedLabel, "true")}
 	for _, k := range shardKeys(p.shard) {
 		fields = append(fields, labelField(k, p.shard[k]))

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,7 +25,17 @@ func (d *decider) pointerFor(spec v1alpha1.NormalizedSpec) pointer {
 	p.cmName = d.manifestName(spec)
 	p.shard, p.unset = d.shardLabels()
 	p.manager = d.opts.FieldManager
-	return p.withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
+	p = p.withLiveGate(d.obs.Deployment).withLive(d.obs.Deployment, Bakes(spec, p.manifestHash, d.history))
+	return p.withGate(d.obs.Deployment, d.obj.Spec.Verification != nil, d.served(spec, p.manifestHash))
+}
+
+// served reports whether the version manifestHash of spec served from its
+// target already (it is retained in history): its template is not rolled
+// for the readiness gate alone (withGate).
+func (d *decider) served(spec v1alpha1.NormalizedSpec, manifestHash string) bool {
+	return slices.ContainsFunc(d.history, func(h v1alpha1.HistoryEntry) bool {
+		return h.ManifestHash == manifestHash && h.Spec.TargetRef == spec.TargetRef
+	})
 }
 
 // apply plans the ConfigMap and the Deployment pointer for spec and records
@@ -120,6 +131,10 @@ func (d *decider) rollout(retry bool) {
 		d.awaitController(ours)
 	case !ours:
 		d.serving(dep)
+	case d.failedVerification():
+		// A pod of the version answered the golden request wrongly on
+		// every attempt: the rollout (or its bake) fails now, not at the
+		// deadline.
 	case d.failedNow(dep):
 		d.rolloutFailed()
 	case proven && progressDeadlineExceeded(dep):
@@ -326,6 +341,7 @@ func (d *decider) rolling() {
 	pod, msg := d.unschedulable(d.st.ManifestHash)
 	refused := d.podRefusal()
 	gated, gates := d.gatedPod(d.st.ManifestHash)
+	verifying := d.verifyingPod(d.st.ManifestHash)
 	switch {
 	case d.replacingInPlace(d.hash) || d.restoringStrategy(d.hash) || d.switchInPlace(d.desired, d.st.ManifestHash):
 		d.rollingAs(replacingInPlaceTuple)
@@ -348,6 +364,10 @@ func (d *decider) rolling() {
 		d.eventOnChange(corev1.EventTypeNormal, v1alpha1.SchedulingGatedReason,
 			fmt.Sprintf("Pod %s of %s waits for admission: scheduling gate %s", gated, d.desired.Version, gates), v1alpha1.SchedulingGatedReason)
 		d.rollingAs(schedulingGatedTuple)
+	case verifying != "":
+		// A new pod is ready but for the gate: the operator sends it the
+		// golden request; the rollout waits while the old pods serve.
+		d.rollingAs(verifyingTuple)
 	case d.old.Phase == v1alpha1.PhaseRollingOut && rolloutReported(d.old):
 	default:
 		d.rollingAs(rollingTuple)

@@ -151,7 +151,7 @@ func (d *decider) refusalCause(manifestHash, version string) (cause, reason stri
 // refusalCause.
 func refusalReason(reason string) bool {
 	switch reason {
-	case v1alpha1.UnschedulableReason, v1alpha1.PodCreationRefusedReason, v1alpha1.SchedulingGatedReason:
+	case v1alpha1.UnschedulableReason, v1alpha1.PodCreationRefusedReason, v1alpha1.SchedulingGatedReason, v1alpha1.VerificationFailedReason:
 		return true
 	}
 	return false
@@ -167,7 +167,10 @@ func (d *decider) heldBackNote(manifestHash string) string {
 	if n := d.refusalNote(); n != "" {
 		return n
 	}
-	return d.gatedNote(manifestHash)
+	if n := d.gatedNote(manifestHash); n != "" {
+		return n
+	}
+	return d.verifyingNote(manifestHash)
 }
 
 // noRoomSince is when the rollout of the template carrying manifestHash

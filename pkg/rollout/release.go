@@ -75,6 +75,11 @@ func (d *decider) release(dep *appsv1.Deployment) *Release {
 			setPath(keep, f.path, v)
 		}
 	}
+	// The template's other readiness gates stay theirs: readinessGates is
+	// an atomic list the operator set whole.
+	if others := otherGates(dep); len(others) > 0 && hasGate(dep) && touches(owned, readinessGatesPath) {
+		setPath(keep, readinessGatesPath, others)
+	}
 	return &Release{DeploymentName: dep.Name, ResourceVersion: dep.ResourceVersion, Keep: &unstructured.Unstructured{Object: keep}}
 }
 

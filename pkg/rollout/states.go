@@ -208,6 +208,12 @@ var (
 		degraded:    healthy,
 		rolledBack:  notRequested,
 	})
+	verifyingTuple = declare((*decider).heldBackSummary, tuple{
+		ready:       f(v1alpha1.VerifyingReason, MsgVerifying),
+		progressing: t(v1alpha1.VerifyingReason, MsgVerifying),
+		degraded:    healthy,
+		rolledBack:  notRequested,
+	})
 	scalingTuple = declare((*decider).scalingSummary, tuple{
 		ready:       f(v1alpha1.ScalingReason, MsgScaling),
 		progressing: t(v1alpha1.ScalingReason, MsgScaling),

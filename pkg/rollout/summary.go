@@ -210,7 +210,7 @@ func (d *decider) inPlaceRollbackNote() string {
 func (d *decider) failureCauseNote() string {
 	if c := meta.FindStatusCondition(d.st.Conditions, v1alpha1.DegradedCondition); c != nil && c.Status == metav1.ConditionTrue &&
 		refusalReason(c.Reason) {
-		return ": " + strings.TrimPrefix(c.Message, MsgUnschedulableFailedPrefix)
+		return ": " + strings.TrimPrefix(strings.TrimPrefix(c.Message, MsgUnschedulableFailedPrefix), MsgVerificationFailedPrefix)
 	}
 	return ""
 }

@@ -9,9 +9,8 @@
 // is refused with CEL's complaint (which may name an identifier or a type of
 // the expression), so its author can fix it.
 //
-// Two rules are the Go validator's only, because the CRD cannot state them
-// (see GoOnlyFields): the success condition must compile, and the
-// verification port must be a port number or a port name.
+// One rule is the Go validator's only, because the CRD cannot state it
+// (see GoOnlyFields): the success condition must compile.
 package validation
 
 import (
@@ -49,7 +48,6 @@ var (
 // every other verdict equal and lists these cases in testdata/goonly.yaml.
 var GoOnlyFields = map[string]string{
 	"spec.verification.successCondition": "the API server does not compile a CEL expression held in a field",
-	"spec.verification.request.port":     "the CRD marks the port only as int-or-string: no range and no name rule",
 }
 
 // Fixed, value-free messages. They are part of the API: status conditions

@@ -57,7 +57,8 @@ func PruneServiceAccount(obj any) (any, error) {
 // PruneDeployment returns a Deployment as the Deployment store keeps it
 // (deployments.go): the object's identity,
 // resourceVersion, generation, managedFields, the operator's labels and the
-// fields the decision core reads. Anything but a *appsv1.Deployment is
+// fields the decision core reads (the pod template's readiness gates
+// among them). Anything but a *appsv1.Deployment is
 // returned as it is.
 func PruneDeployment(obj any) (any, error) {
 	k, err := keepDeployment(obj, nil, rollout.DefaultFieldManager)
@@ -88,6 +89,12 @@ func pruneDeployment(d *appsv1.Deployment, shard []string, manager string) *apps
 	out.Spec.Template.Annotations = operatorKeys(d.Spec.Template.Annotations)
 	out.Spec.Template.Labels = withShardLabels(operatorKeys(d.Spec.Template.Labels), d.Spec.Template.Labels, shard)
 	out.Spec.Template.Labels = withLabelsOf(out.Spec.Template.Labels, d.Spec.Template.Labels, out.ManagedFields, manager)
+	if len(d.Spec.Template.Spec.ReadinessGates) > 0 {
+		out.Spec.Template.Spec.ReadinessGates = make([]corev1.PodReadinessGate, len(d.Spec.Template.Spec.ReadinessGates))
+		for i, g := range d.Spec.Template.Spec.ReadinessGates {
+			out.Spec.Template.Spec.ReadinessGates[i].ConditionType = corev1.PodConditionType(intern(string(g.ConditionType)))
+		}
+	}
 	if n := len(d.Spec.Template.Spec.Containers); n > 0 {
 		out.Spec.Template.Spec.Containers = make([]corev1.Container, n)
 		for i, c := range d.Spec.Template.Spec.Containers {
@@ -467,6 +474,9 @@ func attributes(p fieldpath.Path, shard []string) bool {
 		// Every label of the template: whoever set it under a shard
 		// label key, the current one or an earlier one, says who owns it.
 		return name(3) == "labels" || name(3) == "annotations" && (len(p) < 5 || strings.HasPrefix(name(4), "openmed.ai/"))
+	case name(2) == "spec" && name(3) == "readinessGates":
+		// An atomic list: who set it says who owns the operator's gate.
+		return true
 	case name(2) != "spec" || name(3) != "containers":
 		return false
 	case len(p) < 7:

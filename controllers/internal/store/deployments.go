@@ -63,7 +63,10 @@ type keptDeployment struct {
 	strategy                                keptStrategy
 	// containers are each container's name and preload env entry.
 	containers []keptContainer
-	status     appsv1.DeploymentStatus
+	// readinessGates are the pod template's readiness gates' condition
+	// types.
+	readinessGates []corev1.PodConditionType
+	status         appsv1.DeploymentStatus
 	// selector is spec.selector as a label selector string: the pass that
 	// ends a bake lists the version's pods by it (podSelector).
 	selector string
@@ -221,6 +224,9 @@ func keepDeployment(obj any, shard []string, manager string) (any, error) {
 			k.managedFields[i] = f
 		}
 	}
+	for _, g := range p.Spec.Template.Spec.ReadinessGates {
+		k.readinessGates = append(k.readinessGates, g.ConditionType)
+	}
 	if n := len(p.Spec.Template.Spec.Containers); n > 0 {
 		k.containers = make([]keptContainer, n)
 		for i, c := range p.Spec.Template.Spec.Containers {
@@ -310,6 +316,9 @@ func (k *keptDeployment) deployment() *appsv1.Deployment {
 	spec.Paused = k.paused
 	spec.Strategy = k.strategy.strategy()
 	spec.Template.Labels, spec.Template.Annotations = toMap(k.templateLabels), toMap(k.templateAnnotations)
+	for _, g := range k.readinessGates {
+		spec.Template.Spec.ReadinessGates = append(spec.Template.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: g})
+	}
 	if n := len(k.containers); n > 0 {
 		spec.Template.Spec.Containers = make([]corev1.Container, n)
 		for i, c := range k.containers {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -62,6 +63,46 @@ type bakePod struct {
 	// containers are the containers that started running or show a
 	// termination, in the pod's order; the others are not kept.
 	containers []bakeContainer
+
+	// gate is set when the pod's spec has the operator's readiness gate
+	// (v1alpha1.VerifiedCondition): what the golden request needs of it.
+	// Nil for the other pods, which so cost one pointer more.
+	gate *gateState
+}
+
+// gateState is what a pod store keeps of a gated pod for the golden
+// request: its IP, the named ports of its containers, whether its
+// containers are ready and the gate's condition.
+type gateState struct {
+	containersReady bool
+	ip              string
+	ports           []namedPort
+	verified        *verifiedCondition
+}
+
+// same reports whether two gate states say the same.
+func (g *gateState) same(o *gateState) bool {
+	if g == nil || o == nil {
+		return g == o
+	}
+	return g.containersReady == o.containersReady && g.ip == o.ip && slices.Equal(g.ports, o.ports) &&
+		(g.verified == nil) == (o.verified == nil) && (g.verified == nil || *g.verified == *o.verified)
+}
+
+// namedPort is a named container port of a gated pod.
+type namedPort struct {
+	name string
+	port int32
+}
+
+// verifiedCondition is a gated pod's v1alpha1.VerifiedCondition: its
+// status, reason, when it was last probed and changed and, when False, its message
+// (bounded by the operator that wrote it).
+type verifiedCondition struct {
+	status                            corev1.ConditionStatus
+	reason                            string
+	message                           string
+	lastProbeTime, lastTransitionTime metav1.Time
 }
 
 // bakeCondition is the pod's Ready condition: its status and when it last
@@ -115,6 +156,7 @@ func compactPod(obj any) (any, error) {
 			out.disrupted = true
 		}
 	}
+	keepVerification(out, p)
 	for _, c := range p.Status.ContainerStatuses {
 		last, state, running := c.LastTerminationState.Terminated, c.State.Terminated, c.State.Running
 		started := running != nil && c.Started != nil && *c.Started
@@ -134,6 +176,60 @@ func compactPod(obj any) (any, error) {
 		out.containers = append(out.containers, bc)
 	}
 	return out, nil
+}
+
+// awaitsVerification reports whether p is a pod of the pod store that
+// waits for the operator's golden request (bakePod.awaitsVerification).
+func awaitsVerification(p keptPod) bool {
+	b, ok := p.(*bakePod)
+	return ok && b.awaitsVerification()
+}
+
+// maxVerifiedMessage bounds the message kept of a pod's verified
+// condition: the operator writes at most rollout.MaxRefusalMessage bytes,
+// but anyone who may patch the pod's status can write more.
+const maxVerifiedMessage = 512
+
+// keepVerification keeps, for a pod gated by the operator's readiness
+// gate, what verifying it needs.
+func keepVerification(out *bakePod, p *corev1.Pod) {
+	if !slices.ContainsFunc(p.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == v1alpha1.VerifiedCondition }) {
+		return
+	}
+	g := &gateState{ip: p.Status.PodIP}
+	out.gate = g
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name != "" {
+				g.ports = append(g.ports, namedPort{name: intern(port.Name), port: port.ContainerPort})
+			}
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		switch c.Type {
+		case corev1.ContainersReady:
+			g.containersReady = c.Status == corev1.ConditionTrue
+		case v1alpha1.VerifiedCondition:
+			v := &verifiedCondition{status: corev1.ConditionStatus(intern(string(c.Status))), reason: intern(c.Reason),
+				lastProbeTime: c.LastProbeTime, lastTransitionTime: c.LastTransitionTime}
+			if c.Status != corev1.ConditionTrue {
+				v.message = c.Message
+				if len(v.message) > maxVerifiedMessage {
+					v.message = v.message[:maxVerifiedMessage]
+				}
+			}
+			g.verified = v
+		}
+	}
+}
+
+// awaitsVerification reports whether the pod waits for the operator to
+// verify it: gated, its containers ready, with an IP, not going, and no
+// verdict yet. Such a pod wakes its model whether or not the model's pass
+// asked to watch its pods: nothing else would make it Ready.
+func (b *bakePod) awaitsVerification() bool {
+	g := b.gate
+	return g != nil && g.containersReady && g.ip != "" && g.verified == nil && b.DeletionTimestamp == nil && !b.failed
 }
 
 // pod returns the kept fields as a corev1.Pod, the way rollout.Observed
@@ -162,6 +258,26 @@ func (b *bakePod) pod() corev1.Pod {
 	}
 	if b.disrupted {
 		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue})
+	}
+	if g := b.gate; g != nil {
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.VerifiedCondition}}
+		p.Status.PodIP = g.ip
+		if len(g.ports) > 0 {
+			c := corev1.Container{}
+			for _, port := range g.ports {
+				c.Ports = append(c.Ports, corev1.ContainerPort{Name: port.name, ContainerPort: port.port})
+			}
+			p.Spec.Containers = []corev1.Container{c}
+		}
+		ready := corev1.ConditionFalse
+		if g.containersReady {
+			ready = corev1.ConditionTrue
+		}
+		p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.ContainersReady, Status: ready})
+		if v := g.verified; v != nil {
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: v1alpha1.VerifiedCondition, Status: v.status,
+				Reason: v.reason, Message: v.message, LastProbeTime: v.lastProbeTime, LastTransitionTime: v.lastTransitionTime})
+		}
 	}
 	for _, c := range b.containers {
 		cs := corev1.ContainerStatus{Name: c.name}
@@ -199,6 +315,9 @@ func (b *bakePod) sameAs(other keptPod) bool {
 		return false
 	}
 	if b.ready != nil && (b.ready.status != o.ready.status || !b.ready.lastTransitionTime.Equal(&o.ready.lastTransitionTime)) {
+		return false
+	}
+	if !b.gate.same(o.gate) {
 		return false
 	}
 	for i := range b.containers {
@@ -444,7 +563,7 @@ func (s *Pods) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface
 				// the template that made it after its model moved away.
 				return
 			}
-			if s.watched != nil && !s.watched(model) {
+			if s.watched != nil && !s.watched(model) && !awaitsVerification(p) {
 				return
 			}
 			q.Add(reconcile.Request{NamespacedName: model})

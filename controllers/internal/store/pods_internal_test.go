@@ -3,13 +3,16 @@ package store
 import (
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
@@ -205,4 +208,63 @@ func readPods(t *testing.T) []corev1.Pod {
 		t.Fatal(err)
 	}
 	return pods
+}
+
+// TestCompactPodKeepsTheGate: a pod gated by the operator's readiness gate
+// keeps, compacted, what the golden request needs (IP, named ports,
+// whether its containers are ready, the gate's condition), and waits for
+// a verdict (waking its model whoever watches) exactly while it has none;
+// a pod without the gate keeps none of it.
+func TestCompactPodKeepsTheGate(t *testing.T) {
+	base := corev1.Pod{}
+	base.Namespace, base.Name = "ns", "openmed-service-1"
+	base.Annotations = map[string]string{v1alpha1.ModelResourceAnnotation: "ns/openmed-service", v1alpha1.ManifestHashAnnotation: fixtureHashV2}
+	base.Spec.Containers = []corev1.Container{{Name: "openmed-service", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {ContainerPort: 9090}}}}
+	base.Status.PodIP = "127.9.0.4"
+	base.Status.Conditions = []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	kept := func(p *corev1.Pod) *bakePod {
+		out, err := compactPod(p.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.(*bakePod)
+	}
+
+	if b := kept(&base); b.gate != nil || b.awaitsVerification() || b.pod().Status.PodIP != "" {
+		t.Fatalf("a pod without the gate keeps %+v", b.gate)
+	}
+	gated := base.DeepCopy()
+	gated.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "example.com/lb"}, {ConditionType: v1alpha1.VerifiedCondition}}
+	b := kept(gated)
+	if !b.awaitsVerification() {
+		t.Fatalf("a gated pod, its containers ready, no verdict: %+v does not wait for one", b.gate)
+	}
+	p := b.pod()
+	if !rollout.Gated(&p) || p.Status.PodIP != "127.9.0.4" || rollout.VerifiedCondition(&p) != nil ||
+		len(p.Spec.Containers) != 1 || !reflect.DeepEqual(p.Spec.Containers[0].Ports, []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}) {
+		t.Fatalf("kept pod %+v", p)
+	}
+
+	judged := gated.DeepCopy()
+	probed := metav1.NewTime(time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC))
+	judged.Status.Conditions = append(judged.Status.Conditions, corev1.PodCondition{Type: v1alpha1.VerifiedCondition, Status: corev1.ConditionFalse,
+		Reason: v1alpha1.PodVerificationFailedReason, Message: strings.Repeat("x", 2000), LastProbeTime: probed, LastTransitionTime: probed})
+	j := kept(judged)
+	if j.awaitsVerification() || b.sameAs(j) {
+		t.Fatalf("a verdict: awaits %v, same as before %v", j.awaitsVerification(), b.sameAs(j))
+	}
+	c := j.pod()
+	if v := rollout.VerifiedCondition(&c); v == nil || v.Status != corev1.ConditionFalse || len(v.Message) != maxVerifiedMessage || !v.LastProbeTime.Equal(&probed) {
+		t.Fatalf("kept verdict %+v", v)
+	}
+	again := judged.DeepCopy()
+	again.ResourceVersion = "2"
+	if !j.sameAs(kept(again)) {
+		t.Error("an update that changes nothing kept wakes the model")
+	}
+	going := gated.DeepCopy()
+	going.DeletionTimestamp = &probed
+	if kept(going).awaitsVerification() {
+		t.Error("a pod being deleted waits for a verdict")
+	}
 }

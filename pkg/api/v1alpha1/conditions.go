@@ -92,6 +92,15 @@ const (
 	// gate of Kueue, until whatever added the gate removes it. Progress
 	// that waits, not a failure, until the progress deadline passes.
 	SchedulingGatedReason = "SchedulingGated"
+	// VerifyingReason: a pod of the version being rolled out (or rolled
+	// back to) is ready but for the operator's readiness gate: the
+	// operator sends it the golden request (spec.verification).
+	VerifyingReason = "Verifying"
+	// VerificationFailedReason: a pod of the version answered the golden
+	// request wrongly, or not at all, on every attempt, during the
+	// rollout or its bake: the rollout failed at once, without waiting for
+	// its deadline. The message names the pod and what the answer lacked.
+	VerificationFailedReason = "VerificationFailed"
 	// ReplacingInPlaceReason: a pod of the version being rolled out (or
 	// back to) stayed unschedulable, and spec.rolloutStrategy.whenUnschedulable
 	// is ReplaceInPlace: the Deployment replaces pods in place (maxSurge 0)
@@ -133,4 +142,16 @@ const (
 	SuspendedReason           = "Suspended"
 	ModelRemovedReason        = "ModelRemoved"
 	ModelRemovalSkippedReason = "ModelRemovalSkipped"
+)
+
+// The reasons of a pod's v1alpha1.VerifiedCondition.
+const (
+	// PodVerifiedReason: the pod answered the golden request correctly.
+	PodVerifiedReason = "Verified"
+	// PodVerificationFailedReason: the pod failed every attempt.
+	PodVerificationFailedReason = "VerificationFailed"
+	// PodNotVerifiedReason: the model no longer declares a golden request
+	// while the pod template still carries the gate: the pod passes
+	// without one.
+	PodNotVerifiedReason = "NotVerified"
 )

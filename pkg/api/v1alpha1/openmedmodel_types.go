@@ -234,6 +234,7 @@ type VerificationRequest struct {
 	//
 	// +required
 	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 && self <= 65535 : self.size() <= 15 && self.matches('^[a-z0-9]([a-z0-9-]*[a-z0-9])?$') && self.matches('[a-z]') && !self.contains('--')",message="must be a port number from 1 to 65535 or a container port name (IANA_SVC_NAME)"
 	Port intstr.IntOrString `json:"port"`
 
 	// Path is the request's path. Default "/".
