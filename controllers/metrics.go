@@ -32,6 +32,8 @@ const (
 	MetricBackstopUnchanged  = "openmed_backstop_passes_unchanged_total"
 	MetricWakes              = "openmed_wakes_total"
 	MetricBuildInfo          = "openmed_build_info"
+	MetricVerifications      = "openmed_verification_requests_total"
+	MetricVerificationTime   = "openmed_verification_request_duration_seconds"
 )
 
 // Metrics are the openmed_* metrics of the reconciler. Only
@@ -57,6 +59,10 @@ type Metrics struct {
 	// passesBy are passes' counters by woken_by, read-only once built.
 	passesBy map[string]prometheus.Counter
 	wakes    *prometheus.CounterVec
+	// verifications and verificationTime are the golden requests sent, by
+	// result, and how long each took.
+	verifications    *prometheus.CounterVec
+	verificationTime prometheus.Histogram
 	// wakesBy are wakes' counters by source, read-only once built.
 	wakesBy map[string]prometheus.Counter
 
@@ -126,10 +132,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: MetricWakes,
 			Help: "Watch events that woke a model (put it in the queue, or met it there), by the object's kind: model, deployment, manifest-configmap, bake-pod, pending-pod. Several events a model meets in the queue make one pass.",
 		}, []string{"source"}),
+		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricVerifications,
+			Help: "Golden requests sent to model pods (spec.verification), by namespace and result: Passed, ConditionFalse, Timeout, Connection, Evaluation, TooLarge, Error.",
+		}, []string{"namespace", "result"}),
+		verificationTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricVerificationTime,
+			Help:    "Time from sending a golden request to a model pod to its answer judged (or its timeout).",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}),
 		namespaces: map[string]bool{},
 	}
 	reg.MustRegister(buildInfo(version.Get()))
-	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes, m.unchanged, m.wakes)
+	reg.MustRegister(m.modelInfo, m.rollouts, m.rolloutDuration, m.rollbacks, m.drift, m.conflicts, m.errors, m.eventsDropped, m.notForwarded, m.bakeFailures, m.passes, m.unchanged, m.wakes, m.verifications, m.verificationTime)
 	// Counters whose label values are known start at 0, so rate() and
 	// increase() see their first increment and alerts cannot miss it.
 	for _, reason := range errorReasons {
@@ -456,4 +471,14 @@ func (m *Metrics) countDroppedEvent(cause string) {
 	if m != nil {
 		m.eventsDropped.WithLabelValues(cause).Inc()
 	}
+}
+
+// countVerification counts one golden request to a pod of namespace, its
+// result and how long it took.
+func (m *Metrics) countVerification(namespace, result string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.verifications.WithLabelValues(namespace, result).Inc()
+	m.verificationTime.Observe(took.Seconds())
 }

@@ -71,7 +71,7 @@ func (r *OpenMedModelReconciler) observe(ctx context.Context, obj *v1alpha1.Open
 			observed.PreviousTargets = append(observed.PreviousTargets, prev)
 		}
 	}
-	if observed.Deployment != nil && readsBakePods(obj) {
+	if observed.Deployment != nil && (readsBakePods(obj) || rollout.TemplateGated(observed.Deployment)) {
 		observed.Pods = r.stores.BakePods.Owned(rollout.OwnerKey(obj))
 		observed.PodsHidden = r.podsHidden(observed.Deployment)
 		observed.NotReadyNodes = r.notReadyNodes(ctx, observed.Pods)

@@ -129,6 +129,8 @@ type OpenMedModelReconciler struct {
 	// the manifest ConfigMaps, the pods of baking versions and waiting for
 	// a node, the ReplicaSets of baking versions (internal/store).
 	stores *store.Stores
+	// verifier sends the golden requests (verify.go).
+	verifier *verifier
 	// shardLabels are the label keys of the shard's selector
 	// (Options.Models): carried from a model onto what it writes.
 	shardLabels []string
@@ -193,6 +195,10 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.modelLag, r.manifestLag, r.written, r.rsVerdicts = modelCacheLag(r.memory), manifestLag{r.memory}, writtenManifests{r.memory}, replicaSetVerdicts{r.memory}
 	r.targetLag = newCacheLag()
 	r.shardLabels = ShardLabels(opts.Models)
+	r.verifier = newVerifier(r.Writer, r.FieldManager, r.ModelMetrics, r.Clock)
+	if err := mgr.Add(r.verifier); err != nil {
+		return fmt.Errorf("verifier: %w", err)
+	}
 
 	if err := store.AddIndex(ctx, mgr.GetCache(), &v1alpha1.OpenMedModel{}, store.TargetIndexKey, store.IndexModelsByTarget); err != nil {
 		return fmt.Errorf("index OpenMedModels by target: %w", err)
