@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/e2e/internal/modelserver"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
@@ -304,6 +306,100 @@ func TestVerification(t *testing.T) {
 		if d := apimeta.FindStatusCondition(s.m.Status.Conditions, v1alpha1.DegradedCondition); d == nil || d.Reason != v1alpha1.VerificationFailedReason ||
 			!strings.Contains(d.Message, "500") {
 			t.Errorf("Degraded %+v, want VerificationFailed naming the 500", d)
+		}
+	})
+
+	// A header whose value is a Secret's: read as the model's
+	// ServiceAccount (the tenant Role of examples/tenancy grants it that
+	// Secret only) when the request is sent; the verdict is written as that
+	// ServiceAccount too; the value is in no status and no event.
+	t.Run("secret-header-as-the-service-account", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		ns := newNamespace(t)
+		harness.ApplyTenantRole(t, k8s, ns)
+		harness.ApplyImpersonatorBinding(t, k8s, ns)
+		const token = "Bearer synthetic-verification-token-4f1c"
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "openmed-verification-token"},
+			StringData: map[string]string{"authorization": token}}
+		if err := k8s.Create(ctx, secret); err != nil {
+			t.Fatal(err)
+		}
+		fleet := serveModels(t, ns, func(string) modelserver.Behaviour { return modelserver.Correct })
+		verifiedModel(t, ns, v1, "", func(m *v1alpha1.OpenMedModel) {
+			m.Spec.ServiceAccountName = harness.TenantServiceAccount
+			m.Spec.Verification.Request.Headers = []v1alpha1.VerificationHeader{{Name: "Authorization",
+				ValueFrom: &v1alpha1.HeaderValueSource{SecretKeyRef: v1alpha1.SecretKeySelector{Name: secret.Name, Key: "authorization"}}}}
+		})
+		var list corev1.PodList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		asked := 0
+		for _, p := range list.Items {
+			for _, r := range fleet.Requests(p.Name) {
+				asked++
+				if got := r.Header.Get("Authorization"); got != token {
+					t.Errorf("pod %s got Authorization %q, want the Secret's value", p.Name, got)
+				}
+			}
+			for _, f := range p.ManagedFields {
+				if f.Subresource == "status" && strings.Contains(string(f.FieldsV1.Raw), v1alpha1.VerifiedCondition) &&
+					f.Manager != "openmed-operator" {
+					t.Errorf("the verdict of pod %s was written by %q", p.Name, f.Manager)
+				}
+			}
+		}
+		if asked == 0 {
+			t.Fatal("no pod was asked")
+		}
+		m := read(t, ns).m
+		raw, err := json.Marshal(m.Status)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var events corev1.EventList
+		if err := k8s.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			raw = append(raw, e.Message...)
+		}
+		for _, p := range list.Items {
+			for _, c := range p.Status.Conditions {
+				raw = append(raw, c.Message...)
+			}
+		}
+		if strings.Contains(string(raw), "synthetic-verification-token") {
+			t.Error("the Secret's value is in the status, an event or a pod condition")
+		}
+	})
+
+	// A ServiceAccount that may not read the Secret: the pod fails, the
+	// verdict naming the refusal, never the value.
+	t.Run("secret-header-forbidden", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		ns := newNamespace(t)
+		harness.ApplyTenantRole(t, k8s, ns)
+		harness.ApplyImpersonatorBinding(t, k8s, ns)
+		serveModels(t, ns, func(string) modelserver.Behaviour { return modelserver.Correct })
+		createTarget(t, ns, nil)
+		m := newModel(t, ns, v1, "")
+		m.Spec.ServiceAccountName = harness.TenantServiceAccount
+		m.Spec.Verification = goldenRequest()
+		m.Spec.Verification.Attempts = ptr.To[int32](1)
+		m.Spec.Verification.Request.Headers = []v1alpha1.VerificationHeader{{Name: "Authorization",
+			ValueFrom: &v1alpha1.HeaderValueSource{SecretKeyRef: v1alpha1.SecretKeySelector{Name: "another-teams-secret", Key: "authorization"}}}}
+		if err := k8s.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		s := waitState(t, ns, "failed on the Secret", func(s state) bool {
+			return apimeta.IsStatusConditionTrue(s.m.Status.Conditions, v1alpha1.DegradedCondition)
+		})
+		if d := apimeta.FindStatusCondition(s.m.Status.Conditions, v1alpha1.DegradedCondition); d.Reason != v1alpha1.VerificationFailedReason ||
+			!strings.Contains(d.Message, "read Secret another-teams-secret as ServiceAccount "+harness.TenantServiceAccount+": Forbidden") {
+			t.Errorf("Degraded %+v, want the refused read named", d)
 		}
 	})
 
