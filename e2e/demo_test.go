@@ -202,12 +202,12 @@ func TestDemoOnce(t *testing.T) {
 		t.Fatalf("openmed-demo --once exited %d:\n%s", code, r.output())
 	}
 	out := r.output()
-	for _, want := range []string{"first-rollout", "upgrade", "never-ready", "revert", "crash-after-warm-up", "revert-again", "manual-rollback", "release"} {
+	for _, want := range []string{"first-rollout", "upgrade", "never-ready", "revert", "crash-after-warm-up", "revert-again", "forgets-names", "revert-verified", "manual-rollback", "release"} {
 		if !regexp.MustCompile(`(?m)^` + want + `\s+ok\s`).MatchString(out) {
 			t.Errorf("summary has no successful %s stage", want)
 		}
 	}
-	for _, want := range []string{"ProgressDeadlineExceeded seen: true", "Baking seen: true", "BakeFailed seen: true", "argocd=Degraded", "kstatus=Failed", "argocd=Healthy", "kstatus=Current"} {
+	for _, want := range []string{"ProgressDeadlineExceeded seen: true", "Baking seen: true", "BakeFailed seen: true", "VerificationFailed seen: true", "argocd=Degraded", "kstatus=Failed", "argocd=Healthy", "kstatus=Current"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
-	"github.com/openmed/openmed-operator/e2e/internal/modelserver"
+	"github.com/openmed/openmed-operator/pkg/localrun/modelserver"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 )
 

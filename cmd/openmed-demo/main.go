@@ -87,6 +87,7 @@ type options struct {
 	upgradeVersion   string
 	brokenVersion    string
 	crashingVersion  string
+	forgetfulVersion string
 	crashAfter       time.Duration
 	bake             time.Duration
 	stageTimeout     time.Duration
@@ -104,6 +105,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.brokenVersion, "broken-version", "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v3-broken", "The model version whose pods never become ready.")
 	fs.StringVar(&o.crashingVersion, "crashing-version", "OpenMed/OpenMed-PII-SuperClinical-Small-44M-v4-crashes", "The model version whose pods restart after they became ready.")
 	fs.DurationVar(&o.crashAfter, "crash-after", 5*time.Second, "How long after it became ready a pod of the crashing version restarts.")
+	fs.StringVar(&o.forgetfulVersion, "forgetful-version", "OpenMed/OpenMed-PII-SuperClinical-Small-44M-forgets-names", "The model version of the forgets-names stage: on the local control plane its pods answer the golden request without the patient's name.")
 	fs.DurationVar(&o.bake, "bake", 20*time.Second, "spec.rolloutStrategy.bakeSeconds of the crash-after-warm-up stage.")
 	fs.DurationVar(&o.stageTimeout, "stage-timeout", 2*time.Minute, "How long one stage may take, on top of the progress deadline.")
 }

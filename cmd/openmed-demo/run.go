@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -21,6 +23,7 @@ import (
 	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/localrun/modelserver"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
 )
 
@@ -61,6 +64,10 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 	if err != nil {
 		return fmt.Errorf("crashing version: %w", err)
 	}
+	forgetfulHash, err := localrun.ManifestHashOf(model, o.forgetfulVersion)
+	if err != nil {
+		return fmt.Errorf("forgetful version: %w", err)
+	}
 
 	// The cluster: the one of --kubeconfig, or a local control plane whose
 	// kwok keeps the pods of the broken version Running but never Ready and
@@ -100,6 +107,19 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		}()
 		cfg, kubeconfig = local.RESTConfig(), local.KubeconfigPath()
 		setup.done("cluster", fmt.Sprintf("local control plane up at %s (data in %s)", cfg.Host, local.DataDir()))
+		// The OpenMed service, played on each pod's loopback IP: the
+		// forgetful version's pods answer without the patient's name.
+		fleet, err := modelserver.Start(ctx, cfg, modelserver.Options{Namespace: model.Namespace, Selector: labels.Everything(),
+			Port: modelserver.DefaultPort, Behaviour: func(p *corev1.Pod) modelserver.Behaviour {
+				if p.Annotations[v1alpha1.ManifestHashAnnotation] == forgetfulHash {
+					return modelserver.OmitName
+				}
+				return modelserver.Correct
+			}})
+		if err != nil {
+			return fmt.Errorf("start the model server: %w", err)
+		}
+		defer func() { err = errors.Join(err, fleet.Close()) }()
 	}
 
 	scheme := k8sruntime.NewScheme()
@@ -158,18 +178,20 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		op.PID(), localrun.ServiceAccountUser(bundle.ServiceAccount.Namespace, bundle.ServiceAccount.Name), op.LogPath()))
 
 	s := &story{
-		p:               p,
-		c:               c,
-		model:           model,
-		target:          target,
-		deadline:        o.progressDeadline,
-		upgradeVersion:  o.upgradeVersion,
-		brokenVersion:   o.brokenVersion,
-		crashingVersion: o.crashingVersion,
-		crashAfter:      o.crashAfter,
-		bake:            o.bake,
-		neverReady:      local != nil,
-		stageTimeout:    o.stageTimeout,
+		p:                p,
+		c:                c,
+		model:            model,
+		target:           target,
+		deadline:         o.progressDeadline,
+		upgradeVersion:   o.upgradeVersion,
+		brokenVersion:    o.brokenVersion,
+		crashingVersion:  o.crashingVersion,
+		crashAfter:       o.crashAfter,
+		bake:             o.bake,
+		neverReady:       local != nil,
+		forgetfulVersion: o.forgetfulVersion,
+		served:           local != nil,
+		stageTimeout:     o.stageTimeout,
 	}
 	results, err := s.play(ctx)
 	p.summary(setup.results, results, time.Since(start))

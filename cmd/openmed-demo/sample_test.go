@@ -34,7 +34,7 @@ func TestSampleOutputMatchesTheDemo(t *testing.T) {
 		model: &v1alpha1.OpenMedModel{Spec: v1alpha1.OpenMedModelSpec{Version: "v1",
 			RolloutStrategy: v1alpha1.RolloutStrategy{ProgressDeadlineSeconds: ptr.To[int32](600)}}},
 		deadline: 15 * time.Second, bake: 20 * time.Second, crashAfter: 5 * time.Second, neverReady: true,
-		upgradeVersion: "v2", brokenVersion: "v3", crashingVersion: "v4",
+		upgradeVersion: "v2", brokenVersion: "v3", crashingVersion: "v4", forgetfulVersion: "v5", served: true,
 	}
 	stages := s.stages()
 	wantNote := map[string]string{}
@@ -42,7 +42,7 @@ func TestSampleOutputMatchesTheDemo(t *testing.T) {
 	for _, st := range stages {
 		names = append(names, st.name)
 		if st.note != nil {
-			wantNote[st.name] = st.note(watchStats{minAvailable: 2, deadlineExceeded: true, baking: true, bakeFailed: true})
+			wantNote[st.name] = st.note(watchStats{minAvailable: 2, deadlineExceeded: true, baking: true, bakeFailed: true, verificationFailed: true})
 		}
 	}
 	var header bytes.Buffer

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -55,8 +56,15 @@ type story struct {
 	bake            time.Duration
 	// neverReady is true when the cluster's kwok keeps the broken
 	// version's pods NotReady; a real kubelet cannot be told to.
-	neverReady   bool
-	stageTimeout time.Duration
+	neverReady bool
+	// forgetfulVersion's pods answer the golden request without the
+	// patient's name: the demo's model server (local control plane only,
+	// served) plays the OpenMed service on every pod's IP. verification is
+	// the spec.verification the model carries from its stage on.
+	forgetfulVersion string
+	served           bool
+	verification     *v1alpha1.Verification
+	stageTimeout     time.Duration
 }
 
 // stage is one step of the storyline.
@@ -86,6 +94,9 @@ type watchStats struct {
 	// bake's Degraded=BakeFailed is replaced by DesiredVersionFailed as
 	// soon as the rollback it records is applied).
 	baking, bakeFailed bool
+	// verificationFailed is true when a status said
+	// Degraded=True/VerificationFailed.
+	verificationFailed bool
 }
 
 func (s *story) stages() []stage {
@@ -95,10 +106,13 @@ func (s *story) stages() []stage {
 			return snap.Observed() && snap.Phase == v1alpha1.PhaseReady && snap.ActiveVersion == version && snap.KStatus == kstatus.CurrentStatus
 		}
 	}
-	var neverReadySkip, crashSkip string
+	var neverReadySkip, crashSkip, verifySkip string
 	if !s.neverReady {
 		neverReadySkip = "needs the local control plane: a real kubelet cannot be made to keep a version's pods NotReady"
 		crashSkip = "needs the local control plane: a real kubelet cannot be made to restart a version's containers"
+	}
+	if !s.served {
+		verifySkip = "needs the local control plane: the demo plays the model server whose answers it changes on its pods' IPs"
 	}
 	return []stage{{
 		name: "first-rollout",
@@ -151,6 +165,28 @@ func (s *story) stages() []stage {
 		name:  "revert-again",
 		intro: "revert spec.version to " + s.upgradeVersion + ", keeping bakeSeconds (it served already, so it is Ready at once)",
 		skip:  crashSkip,
+		act:   func(ctx context.Context) error { return s.apply(ctx, s.upgradeVersion, s.bakeSeconds()) },
+		done:  servingAt(s.upgradeVersion),
+	}, {
+		name: "forgets-names",
+		intro: fmt.Sprintf("declare spec.verification (POST /pii/extract with a synthetic note; the answer must find John Smith) and change spec.version to %s, whose server answers without the name: its pod never turns Ready, and the operator restores %s as soon as the pod failed the request, before the deadline",
+			s.forgetfulVersion, s.upgradeVersion),
+		skip: verifySkip,
+		act: func(ctx context.Context) error {
+			s.verification = goldenRequest()
+			return s.apply(ctx, s.forgetfulVersion, s.bakeSeconds())
+		},
+		done: func(snap snapshot.Snapshot) bool {
+			return snap.Observed() && snap.Phase == v1alpha1.PhaseRolledBack && snap.ActiveVersion == s.upgradeVersion &&
+				snap.KStatus == kstatus.FailedStatus && deploymentSettled(snap)
+		},
+		note: func(w watchStats) string {
+			return fmt.Sprintf("VerificationFailed seen: %t; availableReplicas never below %d", w.verificationFailed, w.minAvailable)
+		},
+	}, {
+		name:  "revert-verified",
+		intro: "revert spec.version to " + s.upgradeVersion + ", keeping spec.verification: its pods answer correctly",
+		skip:  verifySkip,
 		act:   func(ctx context.Context) error { return s.apply(ctx, s.upgradeVersion, s.bakeSeconds()) },
 		done:  servingAt(s.upgradeVersion),
 	}, {
@@ -238,7 +274,7 @@ func (s *story) runStage(ctx context.Context, st stage) (*snapshot.Snapshot, wat
 	defer tick.Stop()
 	var last string
 	var snap *snapshot.Snapshot
-	var baking, bakeFailed bool
+	var baking, bakeFailed, verificationFailed bool
 	for {
 		cur, err := s.observe(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -252,11 +288,13 @@ func (s *story) runStage(ctx context.Context, st stage) (*snapshot.Snapshot, wat
 			}
 			baking = baking || cur.Condition(v1alpha1.ReconcilingCondition) == "True/"+v1alpha1.BakingReason
 			bakeFailed = bakeFailed || cur.Condition(v1alpha1.DegradedCondition) == "True/"+v1alpha1.BakeFailedReason
+			verificationFailed = verificationFailed || cur.Condition(v1alpha1.DegradedCondition) == "True/"+v1alpha1.VerificationFailedReason
 			if st.done(cur) {
 				cancel()
 				<-watching
 				stats := w.stats
 				stats.baking, stats.bakeFailed = baking || mw.baking, bakeFailed || mw.bakeFailed
+				stats.verificationFailed = verificationFailed || mw.verificationFailed
 				return snap, stats, nil
 			}
 		}
@@ -299,7 +337,7 @@ func (s *story) watchDeployment(ctx context.Context, stage string, w *deployment
 
 // modelWatch collects what watchModel saw.
 type modelWatch struct {
-	baking, bakeFailed bool
+	baking, bakeFailed, verificationFailed bool
 }
 
 // watchModel records, from every state of the model until ctx ends,
@@ -312,6 +350,7 @@ func (s *story) watchModel(ctx context.Context, w *modelWatch) {
 		}
 		w.baking = w.baking || conditionIs(m, v1alpha1.ReconcilingCondition, v1alpha1.BakingReason)
 		w.bakeFailed = w.bakeFailed || conditionIs(m, v1alpha1.DegradedCondition, v1alpha1.BakeFailedReason)
+		w.verificationFailed = w.verificationFailed || conditionIs(m, v1alpha1.DegradedCondition, v1alpha1.VerificationFailedReason)
 	})
 }
 
@@ -406,6 +445,7 @@ func (s *story) apply(ctx context.Context, version string, bakeSeconds int32) er
 	if bakeSeconds > 0 {
 		m.Spec.RolloutStrategy.BakeSeconds = ptr.To(bakeSeconds)
 	}
+	m.Spec.Verification = s.verification.DeepCopy()
 	m.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("OpenMedModel"))
 	content, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(m)
 	if err != nil {
@@ -439,4 +479,17 @@ func (s *story) annotateRollback(ctx context.Context, version *string) error {
 		return fmt.Errorf("annotate OpenMedModel %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	return nil
+}
+
+// goldenRequest is the demo's spec.verification: the synthetic note's
+// patient must be found, as docs/verification.md's example.
+func goldenRequest() *v1alpha1.Verification {
+	return &v1alpha1.Verification{
+		Request: v1alpha1.VerificationRequest{
+			Port: intstr.FromString("http"),
+			Path: "/pii/extract",
+			Body: `{"text":"Patient John Smith was seen on 2024-03-05.","model_name":"pii","confidence_threshold":0.5}`,
+		},
+		SuccessCondition: `response.code == 200 && response.json.entities.exists(e, e.label == "NAME" && e.text == "John Smith")`,
+	}
 }

@@ -10,8 +10,10 @@
 // network path. The server stops when the pod goes, its IP changes or its
 // container stops running.
 //
-// How a pod answers is a Behaviour, asked of a callback at each request, so
-// a test can change a version's answers halfway through a bake. Every
+// The e2e tests and `make run` (cmd/openmed-demo, whose forgets-names stage
+// serves a version that answers without the patient's name) use it. How a
+// pod answers is a Behaviour, asked of a callback at each request, so a
+// test can change a version's answers halfway through a bake. Every
 // request a pod received is recorded (Requests).
 //
 // kwok marks a pod Ready without asking anything, and a Fleet starts a pod's

@@ -27,7 +27,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/openmed/openmed-operator/e2e/internal/modelserver"
+	"github.com/openmed/openmed-operator/pkg/localrun/modelserver"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
 	"github.com/openmed/openmed-operator/pkg/testenv"
@@ -428,7 +428,7 @@ func fleetGoroutines() []string {
 	var found []string
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
 		for _, mark := range []string{
-			"openmed-operator/e2e/internal/modelserver.",
+			"openmed-operator/pkg/localrun/modelserver.",
 			"net/http.(*Server).Serve",
 			"net/http.(*conn).serve",
 			"k8s.io/client-go/tools/cache.(*Reflector)",
