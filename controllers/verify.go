@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -148,9 +149,21 @@ func (v *verifier) run(ctx context.Context, j verifyJob) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err := v.write(ctx, j, status, reason, message); err != nil {
-		// The pass that planned it plans it again: the pod still has no
-		// verdict (or its old one).
+	// A write the API server did not take is made again twice; after that
+	// the pod still has no verdict (or its old one), and the pass that
+	// planned it plans it again (rollout's verifyRecheck).
+	for try := range 3 {
+		if try > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(try) * time.Second):
+			}
+		}
+		err := v.write(ctx, j, status, reason, message)
+		if err == nil {
+			return
+		}
 		log.Error(err, "write the verdict of the golden request")
 	}
 }
@@ -168,6 +181,9 @@ func (v *verifier) ask(ctx context.Context, j verifyJob) (corev1.ConditionStatus
 	}
 	if j.pod.Port == 0 {
 		return fail(fmt.Sprintf("the pod has no container port named %q", spec.Request.Port.StrVal))
+	}
+	if msg := refusedIP(j.pod.IP); msg != "" {
+		return fail(msg)
 	}
 	prog, err := verify.Compile(spec.SuccessCondition)
 	if err != nil {
@@ -194,6 +210,9 @@ func (v *verifier) ask(ctx context.Context, j verifyJob) (corev1.ConditionStatus
 			}
 		}
 		res = verify.Send(ctx, v.http, req, prog)
+		if res.Reason == verify.ReasonCanceled {
+			return fail("the operator stopped")
+		}
 		v.metrics.countVerification(j.model.Namespace, res.Reason, res.Latency)
 		if res.Passed {
 			return corev1.ConditionTrue, v1alpha1.PodVerifiedReason, rollout.Shorten(
@@ -225,6 +244,21 @@ func (v *verifier) headers(ctx context.Context, j verifyJob) (http.Header, error
 		}
 	}
 	return h, nil
+}
+
+// refusedIP says why the verifier does not dial ip, or "". A pod's IP is
+// its status's, which whoever may patch the pod's status can write: the
+// addresses no pod has — link-local ones (a cloud's metadata service at
+// 169.254.169.254), multicast, unspecified — are never dialled.
+func refusedIP(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the pod's IP %q is no IP address", ip)
+	case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast(), a.IsMulticast(), a.IsUnspecified(), a.IsInterfaceLocalMulticast():
+		return fmt.Sprintf("the pod's IP %s is no pod's address (link-local, multicast or unspecified): not dialled", ip)
+	}
+	return ""
 }
 
 // identity names who a request is made as, for a message.

@@ -136,9 +136,22 @@ func (d *decider) verifications() {
 		d.plan.Verify = append(d.plan.Verify, pv)
 	}
 	if len(d.plan.Verify) > 0 {
-		// The verdicts decide the rollout: their watch events wake it.
+		// The verdicts decide the rollout: their watch events wake it. A
+		// verdict that never came (its write failed, the process stopped)
+		// is asked for again by the pass the timer wakes; the reconciler
+		// does not ask a pod it is still asking.
 		d.plan.WatchesPods = true
+		d.requeueWithin(verifyRecheck(spec))
 	}
+}
+
+// verifyRecheck is when a pass that planned golden requests looks again:
+// every attempt's timeout and pause, and some more.
+func verifyRecheck(spec *v1alpha1.Verification) time.Duration {
+	if spec == nil {
+		return 10 * time.Second
+	}
+	return time.Duration(*spec.Attempts)*(time.Duration(*spec.Request.TimeoutSeconds)*time.Second+time.Second) + 10*time.Second
 }
 
 // resolvePort is the request's port on p: number, or the container port

@@ -204,6 +204,9 @@ func TestVerificationDecides(t *testing.T) {
 		if !p.WatchesPods {
 			t.Error("the verdict must wake the model: WatchesPods is false")
 		}
+		if p.Timer <= 0 {
+			t.Error("no timer: a verdict that never comes (its write failed, the operator stopped) would never be asked for again")
+		}
 		st := p.Status
 		if st.Phase != v1alpha1.PhaseRollingOut || !conditionIs(&st, v1alpha1.ReadyCondition, metav1.ConditionFalse, v1alpha1.VerifyingReason) {
 			t.Fatalf("%s %v", st.Phase, condSummary(st))
