@@ -145,8 +145,9 @@ var passInputs = []passInput{
 			}
 		},
 		cached: func(d *inputDigest, kind byte, r *OpenMedModelReconciler, obj *v1alpha1.OpenMedModel) {
-			// observe reads them for a model that bakes, on a target it has.
-			if r.hasTarget(obj) && readsBakePods(obj) {
+			// observe reads them for a model that bakes or whose target's
+			// template carries the readiness gate, on a target it has.
+			if r.hasTarget(obj) && (readsBakePods(obj) || r.gatedTarget(obj)) {
 				r.stores.BakePods.Versions(rollout.OwnerKey(obj), func(name, version string) { d.add(kind, name, version) })
 			}
 		}},
@@ -208,6 +209,14 @@ func (r *OpenMedModelReconciler) hasTarget(obj *v1alpha1.OpenMedModel) bool {
 	desired, _ := rollout.TargetNames(obj)
 	_, present := r.stores.Deployments.Version(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
 	return present
+}
+
+// gatedTarget reports whether the Deployment store's copy of obj's target
+// carries the readiness gate of the golden request (observe then reads
+// the pods).
+func (r *OpenMedModelReconciler) gatedTarget(obj *v1alpha1.OpenMedModel) bool {
+	desired, _ := rollout.TargetNames(obj)
+	return r.stores.Deployments.Gated(types.NamespacedName{Namespace: obj.Namespace, Name: desired})
 }
 
 // quietAfter is what a pass that ended as p did leaves for the next

@@ -398,6 +398,14 @@ func (s *Deployments) Get(key types.NamespacedName) *appsv1.Deployment {
 	return nil
 }
 
+// Gated reports whether the store holds the Deployment key and its pod
+// template carries the readiness gate of the golden request
+// (v1alpha1.VerifiedCondition), without building the Deployment.
+func (s *Deployments) Gated(key types.NamespacedName) bool {
+	k := s.kept(key)
+	return k != nil && slices.Contains(k.readinessGates, corev1.PodConditionType(v1alpha1.VerifiedCondition))
+}
+
 // version returns the resourceVersion of the Deployment key as the store
 // holds it, and whether it holds it.
 func (s *Deployments) Version(key types.NamespacedName) (string, bool) {
