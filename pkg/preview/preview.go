@@ -228,6 +228,10 @@ type Result struct {
 	// server's authorizer answered the caller's SubjectAccessReviews, or
 	// why that was not checked (set by the caller).
 	Access string `json:"access,omitempty"`
+	// Verification is the golden request the model declares
+	// (spec.verification), without a header's value or the body; nil when
+	// it declares none.
+	Verification *GoldenRequest `json:"verification,omitempty"`
 	// Events are the reasons of the events the passes record.
 	Events []string `json:"events,omitempty"`
 
@@ -235,6 +239,65 @@ type Result struct {
 	// applies none; Takeover precedes it (see rollout.Plan).
 	Apply    *unstructured.Unstructured `json:"-"`
 	Takeover *unstructured.Unstructured `json:"-"`
+
+	// gated is true when the observed target's pod template carries the
+	// operator's readiness gate: its pods get a verdict written, with a
+	// golden request or (declared no more) without one.
+	gated bool
+}
+
+// GoldenRequest is a model's spec.verification as a reviewer needs to see
+// it: where the request goes, the names of its headers (never a value; a
+// Secret's is named, never read), the size of its body (a synthetic note,
+// not shown), how long a pod has and how often it is asked, and the
+// condition its answer must meet. The API server's defaults are filled in.
+type GoldenRequest struct {
+	// Method, Port (a number or a container port's name) and Path are
+	// where the request goes, on each pod's IP.
+	Method string `json:"method"`
+	Port   string `json:"port"`
+	Path   string `json:"path"`
+	// Headers are the request's headers, by name, in the spec's order.
+	Headers []GoldenHeader `json:"headers,omitempty"`
+	// BodyBytes is the size of the request's body.
+	BodyBytes int `json:"bodyBytes"`
+	// TimeoutSeconds bounds one attempt; Attempts is how many a pod has.
+	TimeoutSeconds int32 `json:"timeoutSeconds"`
+	Attempts       int32 `json:"attempts"`
+	// IntervalSeconds is how often each pod of a baking version is asked
+	// again, and a serving version's pod that failed.
+	IntervalSeconds int32 `json:"intervalSeconds"`
+	// SuccessCondition is the CEL expression the answer must satisfy.
+	SuccessCondition string `json:"successCondition"`
+}
+
+// GoldenHeader is one header of a GoldenRequest: its name and, when its
+// value comes from a Secret key of the model's namespace, the Secret and
+// the key (the operator reads it as the identity its writes are made as,
+// when it sends the request).
+type GoldenHeader struct {
+	Name   string `json:"name"`
+	Secret string `json:"secret,omitempty"`
+	Key    string `json:"key,omitempty"`
+}
+
+// goldenRequest describes v, defaulted.
+func goldenRequest(v *v1alpha1.Verification) *GoldenRequest {
+	v = v.DeepCopy()
+	v.Default()
+	g := &GoldenRequest{
+		Method: v.Request.Method, Port: v.Request.Port.String(), Path: v.Request.Path,
+		BodyBytes: len(v.Request.Body), TimeoutSeconds: ptr.Deref(v.Request.TimeoutSeconds, 0),
+		Attempts: ptr.Deref(v.Attempts, 0), IntervalSeconds: ptr.Deref(v.IntervalSeconds, 0), SuccessCondition: v.SuccessCondition,
+	}
+	for _, h := range v.Request.Headers {
+		gh := GoldenHeader{Name: h.Name}
+		if h.ValueFrom != nil {
+			gh.Secret, gh.Key = h.ValueFrom.SecretKeyRef.Name, h.ValueFrom.SecretKeyRef.Key
+		}
+		g.Headers = append(g.Headers, gh)
+	}
+	return g
 }
 
 // Changes reports whether the commit writes to the cluster beyond the
@@ -320,27 +383,76 @@ func Model(obj *v1alpha1.OpenMedModel, observed rollout.Observed, opts rollout.O
 	if sa := rollout.WritesAs(obj, ""); sa != "" {
 		res.WritesAs = obj.Namespace + "/" + sa
 	}
+	if obj.Spec.Verification != nil {
+		res.Verification = goldenRequest(obj.Spec.Verification)
+	}
+	res.gated = rollout.TemplateGated(observed.Deployment)
 	return res
 }
 
-// Need is one kind of write the acting pass makes: a verb on a resource
-// of the model's namespace.
+// Need is one kind of request the operator makes as the identity the
+// model's writes are made as: a verb on a resource (or a subresource of
+// it) of the model's namespace, or on one object of it by name.
 type Need struct {
 	Verb, Group, Resource string
+	// Subresource is the subresource written ("status"), "" for none.
+	Subresource string
+	// Name is the one object the request is for, "" for any.
+	Name string
+	// Without says what happens when the identity may not, beyond the
+	// request's denial; "" when the denial says it all (AccessDenied).
+	Without string
 }
 
-// Needs lists the kinds of write of the result: the rights the identity
-// the writes are made as must hold.
+// String is the need as RBAC spells it: "patch pods/status", "get secrets
+// named token".
+func (n Need) String() string {
+	s := n.Verb + " " + n.Resource
+	if n.Subresource != "" {
+		s += "/" + n.Subresource
+	}
+	if n.Name != "" {
+		s += " named " + n.Name
+	}
+	return s
+}
+
+// What the verifier cannot do without its rights: a verdict it cannot
+// write leaves the pod unready until the rollout's deadline; a header it
+// cannot read fails the pod's golden request.
+const (
+	withoutVerdicts = "no pod's verdict can be written: new pods never become Ready and the rollout fails at its progress deadline"
+	withoutSecret   = "the golden request cannot read its header, so every pod fails it and the rollout fails at once"
+)
+
+// Needs lists the kinds of write of the result, and, for a model with a
+// golden request (or whose target's pods still carry the readiness gate),
+// the verifier's: the verdict it writes on each pod (patch pods/status)
+// and the Secret of each header that takes its value from one (get, by
+// name), both made as the same identity whenever pods roll, not only in
+// this commit's pass. They are the rights that identity must hold.
 func (r *Result) Needs() []Need {
 	var out []Need
 	if len(r.CreateConfigMaps) > 0 {
-		out = append(out, Need{"create", "", "configmaps"})
+		out = append(out, Need{Verb: "create", Resource: "configmaps"})
 	}
 	if r.Apply != nil || r.Takeover != nil || len(r.Release) > 0 || r.ReleaseReplicas {
-		out = append(out, Need{"patch", "apps", "deployments"})
+		out = append(out, Need{Verb: "patch", Group: "apps", Resource: "deployments"})
 	}
 	if len(r.PruneConfigMaps) > 0 {
-		out = append(out, Need{"delete", "", "configmaps"})
+		out = append(out, Need{Verb: "delete", Resource: "configmaps"})
+	}
+	if r.Verification != nil || r.gated {
+		out = append(out, Need{Verb: "patch", Resource: "pods", Subresource: "status", Without: withoutVerdicts})
+	}
+	if r.Verification != nil {
+		seen := map[string]bool{}
+		for _, h := range r.Verification.Headers {
+			if h.Secret != "" && !seen[h.Secret] {
+				seen[h.Secret] = true
+				out = append(out, Need{Verb: "get", Resource: "secrets", Name: h.Secret, Without: withoutSecret})
+			}
+		}
 	}
 	return out
 }

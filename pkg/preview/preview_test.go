@@ -1,15 +1,18 @@
 package preview_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
@@ -226,6 +229,75 @@ func TestCapacityDRA(t *testing.T) {
 			}
 			if res.Capacity != tt.want {
 				t.Errorf("Capacity:\n%s\nwant:\n%s", res.Capacity, tt.want)
+			}
+		})
+	}
+}
+
+// TestGoldenRequest: a model's golden request is described with the API
+// server's defaults, its headers by name (a Secret's named, with its key)
+// and its body by size, never a value; the verifier's rights join the
+// needs: patch pods/status for the verdicts, get on each header's Secret by
+// name, and patch pods/status still while the target's pods carry the gate
+// of a request declared no more.
+func TestGoldenRequest(t *testing.T) {
+	const body = `{"text":"Patient John Smith, seen 2024-03-05."}`
+	secret := func(name, key string) *v1alpha1.HeaderValueSource {
+		return &v1alpha1.HeaderValueSource{SecretKeyRef: v1alpha1.SecretKeySelector{Name: name, Key: key}}
+	}
+	verification := func(headers ...v1alpha1.VerificationHeader) *v1alpha1.Verification {
+		return &v1alpha1.Verification{
+			Request:          v1alpha1.VerificationRequest{Port: intstr.FromString("http"), Path: "/pii/extract", Headers: headers, Body: body},
+			SuccessCondition: "response.code == 200",
+		}
+	}
+	gated := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "ner", Namespace: "models"}}
+	gated.Spec.Template.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: v1alpha1.VerifiedCondition}}
+	tests := []struct {
+		name         string
+		verification *v1alpha1.Verification
+		target       *appsv1.Deployment
+		want         *preview.GoldenRequest
+		wantNeeds    []string
+	}{
+		{name: "none", wantNeeds: nil},
+		{name: "a value and two keys of one Secret and one of another",
+			verification: verification(
+				v1alpha1.VerificationHeader{Name: "X-Source", Value: ptr.To("secret-looking value")},
+				v1alpha1.VerificationHeader{Name: "Authorization", ValueFrom: secret("token", "bearer")},
+				v1alpha1.VerificationHeader{Name: "X-Tenant", ValueFrom: secret("token", "tenant")},
+				v1alpha1.VerificationHeader{Name: "X-Key", ValueFrom: secret("api-key", "key")}),
+			want: &preview.GoldenRequest{Method: "POST", Port: "http", Path: "/pii/extract", BodyBytes: len(body),
+				Headers: []preview.GoldenHeader{{Name: "X-Source"}, {Name: "Authorization", Secret: "token", Key: "bearer"},
+					{Name: "X-Tenant", Secret: "token", Key: "tenant"}, {Name: "X-Key", Secret: "api-key", Key: "key"}},
+				TimeoutSeconds: v1alpha1.DefaultVerificationTimeout, Attempts: v1alpha1.DefaultVerificationAttempts,
+				IntervalSeconds: v1alpha1.DefaultVerificationInterval, SuccessCondition: "response.code == 200"},
+			wantNeeds: []string{"patch pods/status", "get secrets named token", "get secrets named api-key"}},
+		{name: "declared no more, the target's pods still gated", target: gated, wantNeeds: []string{"patch pods/status"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := model("v1")
+			m.Spec.Verification = tt.verification
+			res := preview.Model(preview.Committed(m, nil), rollout.Observed{Deployment: tt.target, Now: metav1.Now()}, rollout.Options{})
+			if !apiequality.Semantic.DeepEqual(res.Verification, tt.want) {
+				t.Errorf("Verification = %+v, want %+v", res.Verification, tt.want)
+			}
+			var needs []string
+			for _, n := range res.Needs() {
+				if n.Resource == "pods" || n.Resource == "secrets" {
+					needs = append(needs, n.String())
+				}
+			}
+			if strings.Join(needs, ", ") != strings.Join(tt.wantNeeds, ", ") {
+				t.Errorf("the verifier's needs = %q, want %q", needs, tt.wantNeeds)
+			}
+			out, err := json.Marshal(res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), "secret-looking value") || strings.Contains(string(out), "Patient") {
+				t.Errorf("a header's value or the body is in the result: %s", out)
 			}
 		})
 	}

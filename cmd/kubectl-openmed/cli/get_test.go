@@ -122,7 +122,7 @@ func TestGetStructuredOutput(t *testing.T) {
 }
 
 func TestDescribe(t *testing.T) {
-	for _, fixture := range []string{"ready.yaml", "rolled_back.yaml", "reference_failed.yaml", "new.yaml", "rolling_out.yaml", "unschedulable.yaml"} {
+	for _, fixture := range []string{"ready.yaml", "rolled_back.yaml", "reference_failed.yaml", "new.yaml", "rolling_out.yaml", "unschedulable.yaml", "verifying.yaml", "verification_failed.yaml"} {
 		t.Run(fixture, func(t *testing.T) {
 			create(t, fixture, "models", "clinical-ner")
 			res := run(t, "describe", "clinical-ner")
@@ -153,6 +153,7 @@ func TestDescribe(t *testing.T) {
 		{"unschedulable.yaml", "RollingOut (a pod cannot be scheduled)"},
 		{"refused.yaml", "RollingOut (pods are refused: see describe)"},
 		{"gated.yaml", "RollingOut (a pod waits for admission)"},
+		{"verifying.yaml", "RollingOut (verifying a pod)"},
 	} {
 		t.Run(strings.TrimSuffix(tc.fixture, ".yaml"), func(t *testing.T) {
 			create(t, tc.fixture, "models", "clinical-ner")

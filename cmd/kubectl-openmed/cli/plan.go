@@ -398,6 +398,9 @@ func printPlan(w io.Writer, res *preview.Result) {
 	if res.Capacity != "" {
 		fmt.Fprintf(w, "  capacity:    %s\n", res.Capacity)
 	}
+	if res.Verification != nil {
+		printGoldenRequest(w, res.Verification)
+	}
 	if len(res.Needs()) > 0 {
 		if res.WritesAs != "" {
 			fmt.Fprintf(w, "  writes as:   ServiceAccount %s\n", res.WritesAs)
@@ -416,6 +419,33 @@ func printPlan(w io.Writer, res *preview.Result) {
 	} else {
 		fmt.Fprintln(w, "  result:      no change to the cluster")
 	}
+}
+
+// printGoldenRequest writes the golden request of a model: where it goes,
+// the names of its headers (a Secret's named, never read), the size of
+// its body, the attempts and the interval, and the success condition.
+func printGoldenRequest(w io.Writer, g *preview.GoldenRequest) {
+	fmt.Fprintf(w, "  verify:      %s %s on port %s of each new pod before it counts as ready (readiness gate %s)\n",
+		g.Method, g.Path, g.Port, v1alpha1.VerifiedCondition)
+	if len(g.Headers) > 0 {
+		names := make([]string, 0, len(g.Headers))
+		for _, h := range g.Headers {
+			if h.Secret != "" {
+				names = append(names, fmt.Sprintf("%s (from Secret %s, key %s, read when sent)", h.Name, h.Secret, h.Key))
+			} else {
+				names = append(names, h.Name)
+			}
+		}
+		fmt.Fprintf(w, "    headers:   %s\n", strings.Join(names, ", "))
+	}
+	body := "none"
+	if g.BodyBytes > 0 {
+		body = fmt.Sprintf("%d bytes", g.BodyBytes)
+	}
+	fmt.Fprintf(w, "    body:      %s\n", body)
+	fmt.Fprintf(w, "    timeout:   %ds × %d attempts; a pod that fails every attempt fails the rollout at once\n", g.TimeoutSeconds, g.Attempts)
+	fmt.Fprintf(w, "    interval:  %ds: each pod of a baking version is asked again, and a serving version's pod that failed\n", g.IntervalSeconds)
+	fmt.Fprintf(w, "    success:   %s\n", g.SuccessCondition)
 }
 
 func managedBy(managers []string) string {

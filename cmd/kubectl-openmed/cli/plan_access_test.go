@@ -23,7 +23,10 @@ import (
 // them (SubjectAccessReviews, as the caller): the tenant Role is enough,
 // a ServiceAccount without it may not, one that does not exist is said to;
 // a caller who may not create SubjectAccessReviews is told it could not be
-// checked; offline, it is not checked.
+// checked; offline, it is not checked. A model with a golden request needs
+// patch pods/status for the verdicts and get on its header's Secret by
+// name; what it may not is named with what follows; the Secret is never
+// read, not even by a caller who may read it.
 func TestPlanServiceAccount(t *testing.T) {
 	ctx := context.Background()
 	const ns = "plan-tenant"
@@ -50,19 +53,55 @@ func TestPlanServiceAccount(t *testing.T) {
 		return modelFile(t, namespace, func(u *unstructured.Unstructured) { u.Object["spec"].(map[string]any)["serviceAccountName"] = sa })
 	}
 	modelAs := func(sa string) string { return modelIn(ns, sa) }
+	// verifiedAs declares a golden request whose header takes its value
+	// from the Secret secret; the Secret exists, and plan never reads it.
+	verifiedAs := func(sa, secret string) string {
+		return modelFile(t, ns, func(u *unstructured.Unstructured) {
+			spec := u.Object["spec"].(map[string]any)
+			spec["serviceAccountName"] = sa
+			spec["verification"] = map[string]any{
+				"request": map[string]any{"port": "http", "path": "/pii/extract", "headers": []any{
+					map[string]any{"name": "Authorization", "valueFrom": map[string]any{"secretKeyRef": map[string]any{"name": secret, "key": "token"}}}}},
+				"successCondition": "response.code == 200",
+			}
+		})
+	}
+	for _, name := range []string{"openmed-verification-token", "other-token"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: map[string]string{"token": "s3cr3t-value"}}
+		if err := env.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const (
+		denied         = ": the operator's requests will be denied (AccessDenied) until it may"
+		withoutVerdict = "; without patch pods/status, no pod's verdict can be written: new pods never become Ready and the rollout fails at its progress deadline"
+		withoutSecret  = ", the golden request cannot read its header, so every pod fails it and the rollout fails at once"
+	)
 	for _, tc := range []struct {
 		name string
 		args []string
 		want string
 	}{
 		{"tenant-role", []string{"-f", modelAs("openmed-deployer")}, "  access:      may create configmaps, patch deployments\n"},
-		{"no-rights", []string{"-f", modelAs("nobody")}, "  access:      may NOT create configmaps, patch deployments: the operator's writes will be denied (AccessDenied) until it may\n"},
+		{"no-rights", []string{"-f", modelAs("nobody")}, "  access:      may NOT create configmaps, patch deployments" + denied + "\n"},
+		// The tenant Role grants the verdicts and get on its one Secret.
+		{"verified", []string{"-f", verifiedAs("openmed-deployer", "openmed-verification-token")},
+			"  access:      may create configmaps, patch deployments, patch pods/status, get secrets named openmed-verification-token\n"},
+		{"verified-other-secret", []string{"-f", verifiedAs("openmed-deployer", "other-token")},
+			"  access:      may NOT get secrets named other-token" + denied + "; without get secrets named other-token" + withoutSecret + "\n"},
+		{"verified-no-rights", []string{"-f", verifiedAs("nobody", "openmed-verification-token")},
+			"  access:      may NOT create configmaps, patch deployments, patch pods/status, get secrets named openmed-verification-token" + denied +
+				withoutVerdict + "; without get secrets named openmed-verification-token" + withoutSecret + "\n"},
 		{"missing", []string{"-f", modelAs("ghost")}, "  access:      ServiceAccount plan-tenant/ghost does not exist: the operator writes nothing as it (AccessDenied)\n"},
 		{"offline", []string{"-f", modelIn("openmed", "openmed-deployer"), "--target", exampleTarget}, "  access:      not checked (offline)\n"},
 		{"caller-without-reviews", []string{"-f", modelAs("openmed-deployer"), "--as", "planner"}, "  access:      could not check: you may not create subjectaccessreviews (authorization.k8s.io)\n"},
+		// A caller who may not read Secrets plans a model whose header
+		// comes from one: plan names the Secret and never reads it.
+		{"verified-caller-without-secrets", []string{"-f", verifiedAs("openmed-deployer", "openmed-verification-token"), "--as", "planner"},
+			"    headers:   Authorization (from Secret openmed-verification-token, key token, read when sent)\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.name == "caller-without-reviews" {
+			if strings.Contains(tc.name, "caller-without") {
 				grantPlanner(t)
 			}
 			res := run(t, append([]string{"plan"}, tc.args...)...)
@@ -71,6 +110,9 @@ func TestPlanServiceAccount(t *testing.T) {
 			}
 			if !strings.Contains(res.stdout, tc.want) {
 				t.Fatalf("plan does not say %q:\n%s", tc.want, res.stdout)
+			}
+			if strings.Contains(res.stdout, "s3cr3t-value") {
+				t.Fatalf("plan shows a Secret's value:\n%s", res.stdout)
 			}
 			if tc.name != "offline" && !strings.Contains(res.stdout, "  writes as:   ServiceAccount "+ns+"/") {
 				t.Fatalf("plan does not name the ServiceAccount:\n%s", res.stdout)

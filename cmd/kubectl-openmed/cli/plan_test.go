@@ -53,12 +53,15 @@ func TestPlanOffline(t *testing.T) {
 	if err := os.WriteFile(other, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	verified := filepath.Join("testdata", "plan", "verified.yaml")
 	tests := []struct {
 		name     string
 		args     []string
 		golden   string
 		wantCode int
 		wantErr  string
+		// absent are texts the output must not carry.
+		absent []string
 	}{
 		{name: "text", args: []string{"-f", exampleModel, "--target", exampleTarget}, golden: "plan_offline.txt", wantCode: ExitChanges},
 		{name: "yaml", args: []string{"-f", exampleModel, "--target", exampleTarget, "-o", "yaml"}, golden: "plan_offline.yaml", wantCode: ExitChanges},
@@ -69,6 +72,11 @@ func TestPlanOffline(t *testing.T) {
 		{name: "dra template not in the files", args: []string{"-f", exampleModel, "--target", draTarget}, golden: "plan_offline_dra_no_template.txt", wantCode: ExitChanges},
 		{name: "sharded", args: []string{"-f", filepath.Join("testdata", "plan", "sharded.yaml"), "--target", exampleTarget, "--watch-label-selector", "sharding.fluxcd.io/key=shard1"},
 			golden: "plan_offline_sharded.txt", wantCode: ExitChanges},
+		// A header's value and the body never show, in text or YAML.
+		{name: "golden request", args: []string{"-f", verified, "--target", exampleTarget}, golden: "plan_offline_verified.txt", wantCode: ExitChanges,
+			absent: []string{"openmed-operator-verification", "Patient"}},
+		{name: "golden request yaml", args: []string{"-f", verified, "--target", exampleTarget, "-o", "yaml"}, golden: "plan_offline_verified.yaml", wantCode: ExitChanges,
+			absent: []string{"openmed-operator-verification", "Patient"}},
 		{name: "bad shard selector", args: []string{"-f", exampleModel, "--target", exampleTarget, "--watch-label-selector", "a=b=c"}, wantCode: 1,
 			wantErr: "invalid --watch-label-selector"},
 		{name: "invalid spec", args: []string{"-f", filepath.Join("testdata", "plan", "invalid.yaml"), "--target", exampleTarget}, wantCode: 1,
@@ -88,6 +96,11 @@ func TestPlanOffline(t *testing.T) {
 			}
 			if tt.golden != "" {
 				golden(t, tt.golden, res.stdout)
+			}
+			for _, a := range tt.absent {
+				if strings.Contains(res.stdout, a) {
+					t.Errorf("the plan shows %q", a)
+				}
 			}
 		})
 	}

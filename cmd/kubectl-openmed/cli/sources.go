@@ -228,8 +228,9 @@ var (
 )
 
 // access asks the API server's authorizer, with one SubjectAccessReview per
-// kind of write, whether the ServiceAccount ns/sa may make them, as the
-// operator's impersonated writes will be authorized. It says so when the
+// kind of request, whether the ServiceAccount ns/sa may make them, as the
+// operator's impersonated requests will be authorized. It names what it may
+// not and, for the verifier's requests, what follows. It says so when the
 // ServiceAccount does not exist (the operator then writes nothing), and
 // that it could not check when the caller may not create
 // SubjectAccessReviews.
@@ -238,12 +239,13 @@ func (c clusterSource) access(ctx context.Context, ns, sa string, needs []previe
 		return fmt.Sprintf("ServiceAccount %s/%s does not exist: the operator writes nothing as it (AccessDenied)", ns, sa)
 	}
 	user := "system:serviceaccount:" + ns + ":" + sa
-	var may, mayNot []string
+	var may, mayNot, then []string
 	for _, n := range needs {
 		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:               user,
-			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: n.Verb, Group: n.Group, Resource: n.Resource},
+			User:   user,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: n.Verb, Group: n.Group, Resource: n.Resource,
+				Subresource: n.Subresource, Name: n.Name},
 		}}
 		body, err := runtime.DefaultUnstructuredConverter.ToUnstructured(review)
 		if err != nil {
@@ -260,15 +262,22 @@ func (c clusterSource) access(ctx context.Context, ns, sa string, needs []previe
 			return "could not check: " + err.Error()
 		}
 		allowed, _, _ := unstructured.NestedBool(answer.Object, "status", "allowed")
-		what := n.Verb + " " + n.Resource
-		if allowed {
-			may = append(may, what)
-		} else {
-			mayNot = append(mayNot, what)
+		switch {
+		case allowed:
+			may = append(may, n.String())
+		default:
+			mayNot = append(mayNot, n.String())
+			if n.Without != "" {
+				then = append(then, fmt.Sprintf("without %s, %s", n, n.Without))
+			}
 		}
 	}
 	if len(mayNot) > 0 {
-		return fmt.Sprintf("may NOT %s: the operator's writes will be denied (AccessDenied) until it may", strings.Join(mayNot, ", "))
+		msg := fmt.Sprintf("may NOT %s: the operator's requests will be denied (AccessDenied) until it may", strings.Join(mayNot, ", "))
+		for _, t := range then {
+			msg += "; " + t
+		}
+		return msg
 	}
 	return "may " + strings.Join(may, ", ")
 }

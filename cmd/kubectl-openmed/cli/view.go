@@ -69,11 +69,14 @@ func newRow(u *unstructured.Unstructured, now time.Time) (row, error) {
 }
 
 // heldBack is what the PHASE of `get` adds, by Ready reason, while a new
-// pod of the rollout is held back.
+// pod of the rollout is held back: by the scheduler, the API server, a
+// scheduling gate, or the operator's readiness gate until the pod answered
+// the golden request (spec.verification).
 var heldBack = map[string]string{
 	v1alpha1.UnschedulableReason:      "a pod cannot be scheduled",
 	v1alpha1.PodCreationRefusedReason: "pods are refused: see describe",
 	v1alpha1.SchedulingGatedReason:    "a pod waits for admission",
+	v1alpha1.VerifyingReason:          "verifying a pod",
 }
 
 // phaseCell is the PHASE of `get`: the phase, and the time left of a bake.

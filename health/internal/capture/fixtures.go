@@ -93,8 +93,15 @@ func summary(u *unstructured.Unstructured) string {
 	return fmt.Sprintf("gen %d/%d phase %s Ready=%v %q", og, u.GetGeneration(), phase(u), isTrue(u, v1alpha1.ReadyCondition), kstatusMessage(u))
 }
 
-// derive adds the fixtures for statuses the operator never writes, each a
-// capture with one stated change, and the action fixtures.
+// derivation is a fixture derived from the capture source by change.
+type derivation struct {
+	name, source, change string
+	mutate               func(u *unstructured.Unstructured) error
+}
+
+// derive adds the fixtures for statuses the operator never writes, or that
+// the scenarios do not play, each a capture with one stated change, and the
+// action fixtures.
 func (r *rig) derive() error {
 	captured := map[string]*unstructured.Unstructured{}
 	for _, f := range r.fixtures {
@@ -124,10 +131,6 @@ func (r *rig) derive() error {
 		return map[string]any{"type": typ, "status": status, "reason": reason, "message": message}
 	}
 
-	type derivation struct {
-		name, source, change string
-		mutate               func(u *unstructured.Unstructured) error
-	}
 	derivations := []derivation{
 		{"no_status.yaml", "not_observed_default.yaml", "status removed; an API server always stores the CRD's default status, so this is what a client-side object looks like", func(u *unstructured.Unstructured) error {
 			unstructured.RemoveNestedField(u.Object, "status")
@@ -182,6 +185,7 @@ func (r *rig) derive() error {
 			return nil
 		}},
 	}
+	derivations = append(derivations, verificationDerivations()...)
 	for _, ref := range []struct{ name, source string }{
 		{"reference_pending.yaml", "target_not_found.yaml"},
 		{"reference_rolling_out.yaml", "rolling_out.yaml"},

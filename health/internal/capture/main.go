@@ -16,8 +16,11 @@
 // A few fixtures describe statuses the operator never writes (no status at
 // all, an unknown phase, the Python (Kopf) operator's format, an invalid stored
 // spec): they are derived from a capture by one stated change, and their
-// header says which. The expectations stay in health/testdata/corpus.yaml,
-// written by hand; `go test ./health/...` checks every face against them.
+// header says which. With -derive it writes only those again, from the
+// captured fixtures in the folder, without a cluster (a new derivation
+// lands without recapturing every fixture). The expectations stay in
+// health/testdata/corpus.yaml, written by hand; `go test ./health/...`
+// checks every face against them.
 package main
 
 import (
@@ -39,12 +42,22 @@ func main() {
 	out := flag.String("out", "", "the OpenMedModel resource-customization folder (default: the one in this module)")
 	ecoOut := flag.String("ecosystem-out", "", "the folder of Deployment and model pairs (default: health/testdata/ecosystem in this module)")
 	timeout := flag.Duration("timeout", 10*time.Minute, "give up after this long")
+	deriveOnly := flag.Bool("derive", false, "write only the derived fixtures again, from the captured ones in the folder (no cluster)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 
 	dir := *out
 	if dir == "" {
 		dir = filepath.Join(moduleRoot(), "health", "argocd", "resource_customizations", "openmed.ai", "OpenMedModel")
+	}
+	if *deriveOnly {
+		n, err := rederive(dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "capture:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %d derived fixtures to %s\n", n, dir)
+		return
 	}
 	ecoDir := *ecoOut
 	if ecoDir == "" {
