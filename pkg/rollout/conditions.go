@@ -33,6 +33,7 @@ const (
 	MsgRestoringLast          = "The last successful version is being restored."
 	MsgDidNotBecomeAvailable  = "Desired model version did not become available."
 	MsgRolloutStopped         = "Kubernetes stopped progressing the rollout."
+	MsgVerificationStopped    = "The rollout stopped: a pod of the version failed the golden request."
 	MsgRollbackDisabled       = "Automatic rollback is disabled or unavailable."
 	MsgNoRetainedReady        = "No retained version is ready."
 	MsgRollbackStopped        = "Kubernetes stopped progressing the rollback."

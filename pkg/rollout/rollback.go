@@ -41,7 +41,7 @@ func (d *decider) failureCause(tp tuple) tuple {
 	if c != nil && c.Status == metav1.ConditionTrue && refusalReason(c.Reason) && d.st.FailedSpecHash == d.hash {
 		tp.degraded = t(c.Reason, c.Message)
 	}
-	return tp
+	return verificationStopped(tp)
 }
 
 // rolloutFailedWith is rolloutFailed with the event's message and, when
@@ -59,6 +59,7 @@ func (d *decider) rolloutFailedWith(eventMsg, degradedReason, degradedMsg string
 	if degradedReason != "" {
 		tp.degraded = t(degradedReason, degradedMsg)
 	}
+	tp = verificationStopped(tp)
 	if rollback {
 		d.st.Phase = v1alpha1.PhaseRolledBack
 		d.st.ActiveVersion = r.Version

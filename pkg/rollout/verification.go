@@ -205,6 +205,16 @@ func (d *decider) failedVerification() bool {
 	return true
 }
 
+// verificationStopped is tp for a rollout the golden request stopped:
+// Progressing, which a failed rollout's tuple gives the Deployment's
+// deadline, says the request's failure instead; the deadline did not pass.
+func verificationStopped(tp tuple) tuple {
+	if tp.degraded.reason == v1alpha1.VerificationFailedReason && tp.progressing.reason == v1alpha1.ProgressDeadlineExceededReason {
+		tp.progressing = f(v1alpha1.VerificationFailedReason, MsgVerificationStopped)
+	}
+	return tp
+}
+
 // verificationFailed fails the desired version's rollout on pod's
 // failure, message being its verdict.
 func (d *decider) verificationFailed(pod, message string) {

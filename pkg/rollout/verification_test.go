@@ -250,6 +250,24 @@ func TestVerificationDecides(t *testing.T) {
 		}
 	})
 
+	t.Run("the first version fails: Failed, and Progressing names the request, not a deadline", func(t *testing.T) {
+		c := newCluster(t)
+		c.now = time.Now()
+		c.editModel(func(m *v1alpha1.OpenMedModel) { m.Spec.Verification = goldenRequest() })
+		c.pass()
+		c.markRolling()
+		c.createVerifiablePod(v1, verdict(corev1.ConditionFalse, "POST /pii/extract failed 3 of 3 attempts: answered 500", c.now))
+		for range 2 {
+			p := c.pass()
+			st := p.Status
+			pr := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ProgressingCondition)
+			if st.Phase != v1alpha1.PhaseFailed || pr == nil || pr.Status != metav1.ConditionFalse || pr.Reason != v1alpha1.VerificationFailedReason ||
+				!conditionIs(&st, v1alpha1.DegradedCondition, metav1.ConditionTrue, v1alpha1.VerificationFailedReason) {
+				t.Fatalf("%s %v", st.Phase, condSummary(st))
+			}
+		}
+	})
+
 	t.Run("through the bake: every pod asked again each interval", func(t *testing.T) {
 		c := rollingV2(t, func(m *v1alpha1.OpenMedModel) {
 			m.Spec.RolloutStrategy.BakeSeconds = ptr.To(int32(600))

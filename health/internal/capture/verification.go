@@ -104,6 +104,11 @@ func verificationDerivations() []derivation {
 		cause := fmt.Sprintf("pod %s of %s failed the golden request: %s", target(u)+podSuffix, desired(u), verdict)
 		d := conditionOf(u, v1alpha1.DegradedCondition)
 		d["status"], d["reason"], d["message"] = "True", v1alpha1.VerificationFailedReason, rollout.MsgVerificationFailedPrefix+cause
+		if p := conditionOf(u, v1alpha1.ProgressingCondition); p != nil && p["reason"] == v1alpha1.ProgressDeadlineExceededReason {
+			// No deadline passed: Progressing names the request
+			// (verificationStopped).
+			p["reason"], p["message"] = v1alpha1.VerificationFailedReason, rollout.MsgVerificationStopped
+		}
 		if s := conditionOf(u, v1alpha1.StalledCondition); s != nil {
 			m, _ := s["message"].(string)
 			at := "failed on Deployment " + target(u)
