@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/openmed/openmed-operator/controllers/internal/store"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/rollout"
+	"github.com/openmed/openmed-operator/pkg/verify"
 	"github.com/openmed/openmed-operator/pkg/version"
 )
 
@@ -134,7 +136,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 		verifications: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricVerifications,
-			Help: "Golden requests sent to model pods (spec.verification), by namespace and result: Passed, ConditionFalse, Timeout, Connection, Evaluation, TooLarge, Error.",
+			Help: "Golden requests sent to model pods (spec.verification), one per attempt, by namespace and result: " + strings.Join(verificationResults, ", ") + ".",
 		}, []string{"namespace", "result"}),
 		verificationTime: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricVerificationTime,
@@ -187,6 +189,13 @@ var errorReasons = []string{
 	v1alpha1.ManifestConflictReason, v1alpha1.ManifestMismatchReason, v1alpha1.ManifestFailedReason, v1alpha1.ApplyRejectedReason,
 	v1alpha1.ApplyFailedReason, v1alpha1.ReleaseFailedReason, v1alpha1.PruneFailedReason,
 	v1alpha1.InternalErrorReason, reasonStatusWriteFailed, reasonFinalizerWriteFailed,
+}
+
+// verificationResults are the results openmed_verification_requests_total
+// counts: the reason of each attempt's verify.Result.
+var verificationResults = []string{
+	verify.ReasonPassed, verify.ReasonConditionFalse, verify.ReasonEvaluation, verify.ReasonTimeout,
+	verify.ReasonConnection, verify.ReasonTooLarge, verify.ReasonInvalidRequest, verify.ReasonCanceled,
 }
 
 // dropCauses are the causes of openmed_events_dropped_total.
@@ -345,8 +354,9 @@ func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 	if !m.modelInfo.set(modelKey{namespace, name}, s) || m.namespaces[namespace] {
 		return
 	}
-	// The namespace's first model: its rollout and rollback counters start
-	// at 0 (they stay when the models go: counters do not reset).
+	// The namespace's first model: its rollout, rollback, bake failure and
+	// golden request counters start at 0 (they stay when the models go:
+	// counters do not reset).
 	m.namespaces[namespace] = true
 	for _, result := range []string{rolloutSucceeded, rolloutFailed} {
 		m.rollouts.WithLabelValues(namespace, result)
@@ -356,6 +366,9 @@ func (m *Metrics) setModelInfo(namespace, name string, s modelState) {
 	}
 	for _, reason := range rollout.BakeFailures {
 		m.bakeFailures.WithLabelValues(namespace, reason)
+	}
+	for _, result := range verificationResults {
+		m.verifications.WithLabelValues(namespace, result)
 	}
 }
 

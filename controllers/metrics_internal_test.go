@@ -73,6 +73,11 @@ func TestModelInfoSeries(t *testing.T) {
 		if n := testutil.CollectAndCount(m.rollouts); n != 2 {
 			t.Errorf("step %d: %d %s series, want 2", i, n, MetricRollouts)
 		}
+		// Every result of a golden request, likewise: an alert's
+		// increase() sees a namespace's first failed request.
+		if n := testutil.CollectAndCount(m.verifications); n != len(verificationResults) {
+			t.Errorf("step %d: %d %s series, want %d", i, n, MetricVerifications, len(verificationResults))
+		}
 	}
 }
 
