@@ -195,7 +195,7 @@ func (r *OpenMedModelReconciler) SetupWithManager(ctx context.Context, mgr ctrl.
 	r.modelLag, r.manifestLag, r.written, r.rsVerdicts = modelCacheLag(r.memory), manifestLag{r.memory}, writtenManifests{r.memory}, replicaSetVerdicts{r.memory}
 	r.targetLag = newCacheLag()
 	r.shardLabels = ShardLabels(opts.Models)
-	r.verifier = newVerifier(r.Writer, r.FieldManager, r.ModelMetrics, r.Clock)
+	r.verifier = newVerifier(r.Writer, r.EventRecorder, r.FieldManager, r.ModelMetrics, r.Clock)
 	if err := mgr.Add(r.verifier); err != nil {
 		return fmt.Errorf("verifier: %w", err)
 	}

@@ -233,7 +233,7 @@ func (r *OpenMedModelReconciler) finish(ctx context.Context, p *pass) (ctrl.Resu
 	}
 	r.dropUnanswered(p.key)
 	if len(p.plan.Verify) > 0 && r.verifier != nil &&
-		!r.verifier.enqueue(p.key, rollout.WritesAs(p.obj, r.DefaultServiceAccount), p.obj.Spec.Verification, p.plan.Verify) {
+		!r.verifier.enqueue(p.key, p.obj.UID, rollout.WritesAs(p.obj, r.DefaultServiceAccount), p.obj.Spec.Verification, p.plan.Verify) {
 		// The verifier's queue is full: the pass asks again shortly.
 		if p.plan.RequeueAfter == 0 || p.plan.RequeueAfter > verifyQueueFull {
 			p.plan.RequeueAfter, p.plan.Backstop = verifyQueueFull, false

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	kevents "k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,7 +51,10 @@ const (
 type verifier struct {
 	// writer writes the verdict and reads a header's Secret, as the
 	// model's ServiceAccount (writeAs).
-	writer  client.Client
+	writer client.Client
+	// events records on the model a verdict that could not be written
+	// (nil: none).
+	events  kevents.EventRecorder
 	http    *http.Client
 	manager string
 	metrics *Metrics
@@ -65,6 +69,7 @@ type verifier struct {
 // verifyJob is one pod to ask for one model.
 type verifyJob struct {
 	model types.NamespacedName
+	uid   types.UID
 	// as is the ServiceAccount the verdict is written and a Secret read
 	// as ("" for the operator's own rights).
 	as   string
@@ -72,9 +77,10 @@ type verifyJob struct {
 	pod  rollout.PodVerification
 }
 
-func newVerifier(writer client.Client, manager string, metrics *Metrics, clock func() time.Time) *verifier {
+func newVerifier(writer client.Client, events kevents.EventRecorder, manager string, metrics *Metrics, clock func() time.Time) *verifier {
 	return &verifier{
 		writer:  writer,
+		events:  events,
 		manager: manager,
 		metrics: metrics,
 		clock:   clock,
@@ -112,7 +118,7 @@ func (v *verifier) Start(ctx context.Context) error {
 // enqueue hands the pass's planned pods to the workers; a pod already
 // queued or being asked is not queued again. It reports false when the
 // queue is full: the pass asks again shortly.
-func (v *verifier) enqueue(model types.NamespacedName, as string, spec *v1alpha1.Verification, pods []rollout.PodVerification) bool {
+func (v *verifier) enqueue(model types.NamespacedName, uid types.UID, as string, spec *v1alpha1.Verification, pods []rollout.PodVerification) bool {
 	if spec != nil {
 		spec = spec.DeepCopy()
 		spec.Default()
@@ -125,7 +131,7 @@ func (v *verifier) enqueue(model types.NamespacedName, as string, spec *v1alpha1
 			continue
 		}
 		select {
-		case v.jobs <- verifyJob{model: model, as: as, spec: spec, pod: p}:
+		case v.jobs <- verifyJob{model: model, uid: uid, as: as, spec: spec, pod: p}:
 			v.busy[key] = true
 		default:
 			return false
@@ -152,6 +158,7 @@ func (v *verifier) run(ctx context.Context, j verifyJob) {
 	// A write the API server did not take is made again twice; after that
 	// the pod still has no verdict (or its old one), and the pass that
 	// planned it plans it again (rollout's verifyRecheck).
+	var err error
 	for try := range 3 {
 		if try > 0 {
 			select {
@@ -160,11 +167,16 @@ func (v *verifier) run(ctx context.Context, j verifyJob) {
 			case <-time.After(time.Duration(try) * time.Second):
 			}
 		}
-		err := v.write(ctx, j, status, reason, message)
-		if err == nil {
+		if err = v.write(ctx, j, status, reason, message); err == nil {
 			return
 		}
 		log.Error(err, "write the verdict of the golden request")
+	}
+	if v.events != nil && ctx.Err() == nil {
+		model := &v1alpha1.OpenMedModel{ObjectMeta: metav1.ObjectMeta{Namespace: j.model.Namespace, Name: j.model.Name, UID: j.uid}}
+		v.events.Eventf(model, nil, corev1.EventTypeWarning, v1alpha1.VerdictWriteFailedReason, v1alpha1.VerdictWriteFailedReason,
+			"The verdict of the golden request on pod %s could not be written as %s: %s; the pod stays unready until it can (patch on pods/status).",
+			j.pod.Pod, identity(j.as), reasonOf(err))
 	}
 }
 
@@ -209,11 +221,13 @@ func (v *verifier) ask(ctx context.Context, j verifyJob) (corev1.ConditionStatus
 			case <-time.After(verifyRetryDelay):
 			}
 		}
+		sent := time.Now()
 		res = verify.Send(ctx, v.http, req, prog)
 		if res.Reason == verify.ReasonCanceled {
 			return fail("the operator stopped")
 		}
-		v.metrics.countVerification(j.model.Namespace, res.Reason, res.Latency)
+		// The whole attempt, answered or not (a timeout counts its wait).
+		v.metrics.countVerification(j.model.Namespace, res.Reason, time.Since(sent))
 		if res.Passed {
 			return corev1.ConditionTrue, v1alpha1.PodVerifiedReason, rollout.Shorten(
 				fmt.Sprintf("%s %s %s", spec.Request.Method, spec.Request.Path, res.Message), rollout.MaxRefusalMessage)

@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -400,6 +401,44 @@ func TestVerification(t *testing.T) {
 		if d := apimeta.FindStatusCondition(s.m.Status.Conditions, v1alpha1.DegradedCondition); d.Reason != v1alpha1.VerificationFailedReason ||
 			!strings.Contains(d.Message, "read Secret another-teams-secret as ServiceAccount "+harness.TenantServiceAccount+": Forbidden") {
 			t.Errorf("Degraded %+v, want the refused read named", d)
+		}
+	})
+
+	// A ServiceAccount without patch on pods/status: the verdict cannot
+	// be written, the pod stays unready, and the model's Warning event
+	// says so.
+	t.Run("verdict-write-denied", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		ns := newNamespace(t)
+		harness.ApplyImpersonatorBinding(t, k8s, ns)
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-status"}}
+		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-status"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"patch"}},
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete", "patch"}}}}
+		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-status"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "no-status"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "no-status", Namespace: ns}}}
+		for _, o := range []client.Object{sa, role, binding} {
+			if err := k8s.Create(ctx, o); err != nil {
+				t.Fatal(err)
+			}
+		}
+		serveModels(t, ns, func(string) modelserver.Behaviour { return modelserver.Correct })
+		createTarget(t, ns, nil)
+		m := newModel(t, ns, v1, "")
+		m.Spec.ServiceAccountName = "no-status"
+		m.Spec.RolloutStrategy.ProgressDeadlineSeconds = ptr.To[int32](600)
+		m.Spec.Verification = goldenRequest()
+		if err := k8s.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		msgs := recordedEvents(t, ns, v1alpha1.VerdictWriteFailedReason, 1)
+		if !strings.Contains(msgs[0], "as ServiceAccount no-status: Forbidden") || !strings.Contains(msgs[0], "pod openmed-service-") {
+			t.Errorf("VerdictWriteFailed event %q", msgs[0])
+		}
+		if s := read(t, ns); s.m.Status.Phase == v1alpha1.PhaseReady {
+			t.Errorf("Ready without a verdict: %s", s)
 		}
 	})
 

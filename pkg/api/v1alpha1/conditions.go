@@ -125,6 +125,10 @@ const (
 	// AccessDenied: the API server's authorization refused a write (the
 	// model's ServiceAccount, or the operator, may not make it).
 	AccessDeniedReason = "AccessDenied"
+	// VerdictWriteFailedReason: a Warning event when the operator could
+	// not write a pod's verdict of the golden request (a ServiceAccount
+	// without patch on pods/status): the pod stays unready.
+	VerdictWriteFailedReason = "VerdictWriteFailed"
 
 	// Rollback.
 	NotRequestedReason         = "NotRequested"
