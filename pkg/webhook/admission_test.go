@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -279,4 +280,72 @@ func TestAdmission(t *testing.T) {
 			t.Errorf("clientConfig %+v, want the operator's URL", cc)
 		}
 	})
+}
+
+// TestReplicasShareOneCertificate: replicas starting together on an empty
+// Secret write it once between them and serve the same certificate; one
+// that finds it for other hosts issues a new certificate from the same CA,
+// so the caBundle does not change under the replicas that still serve
+// the previous one.
+func TestReplicasShareOneCertificate(t *testing.T) {
+	ctx := context.Background()
+	if _, err := bundle(); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "webhook-cert"}}
+	if err := env.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	replica := func(hosts []string) *webhook.Provisioner {
+		return &webhook.Provisioner{Client: env.Client, Reader: env.Client, Secret: client.ObjectKeyFromObject(secret), Hosts: hosts}
+	}
+	replicas := []*webhook.Provisioner{replica(serviceHosts), replica(serviceHosts), replica(serviceHosts)}
+	var wg sync.WaitGroup
+	errs := make([]error, len(replicas))
+	for i, p := range replicas {
+		wg.Go(func() { errs[i] = p.Sync(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	stored := webhook.FromData(secret.Data)
+	for i, p := range replicas {
+		served, err := p.GetCertificate(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(served.Certificate[0], mustDER(t, stored.Cert)) {
+			t.Errorf("replica %d serves a certificate that is not the Secret's", i)
+		}
+	}
+
+	moved := replica(loopback)
+	if err := moved.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(secret), secret); err != nil {
+		t.Fatal(err)
+	}
+	renewed := webhook.FromData(secret.Data)
+	if !bytes.Equal(renewed.CACert, stored.CACert) || bytes.Equal(renewed.Cert, stored.Cert) {
+		t.Error("a certificate for other hosts did not keep the CA, or was not renewed")
+	}
+	if err := renewed.Check(loopback, time.Now(), webhook.CertLifetime/3); err != nil {
+		t.Error(err)
+	}
+}
+
+// mustDER is the DER of the first certificate of a PEM block.
+func mustDER(t *testing.T, certPEM []byte) []byte {
+	t.Helper()
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	return block.Bytes
 }
