@@ -145,6 +145,7 @@ func refusedByWebhook(t *testing.T, err error, obj *v1alpha1.OpenMedModel) {
 		t.Fatalf("err = %v, want Invalid", err)
 	}
 	msg := err.Error()
+	t.Logf("refused: %s", msg)
 	if !strings.Contains(msg, `admission webhook "`+webhook.Name+`" denied the request`) {
 		t.Errorf("%s: not the webhook's refusal", msg)
 	}
