@@ -194,10 +194,11 @@ $(CRD_REF_DOCS):
 ##@ Development
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy code, the CRD, the RBAC and the API reference (docs/api) from kubebuilder markers and the Go types.
+generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy code, the CRD, the RBAC, the ValidatingWebhookConfiguration and the API reference (docs/api) from kubebuilder markers and the Go types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./pkg/api/...
 	$(CONTROLLER_GEN) crd paths=./pkg/api/... output:crd:artifacts:config=kustomize/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=openmed-operator paths="./controllers/...;./cmd/openmed-operator/app/..." output:rbac:artifacts:config=kustomize/rbac
+	$(CONTROLLER_GEN) webhook paths=./pkg/webhook/... output:webhook:artifacts:config=kustomize/webhook
 	go run ./health/internal/gen
 	@# The API reference, rendered by hack/api-docs/templates (crd-ref-docs'
 	@# markdown templates, changed to show the CEL rules and to escape for GitHub).
@@ -206,7 +207,7 @@ generate: $(CONTROLLER_GEN) $(CRD_REF_DOCS) ## Generate deepcopy code, the CRD, 
 # Files written by `make generate`. verify-generated hashes them before and
 # after regenerating, so it catches stale output whether or not the tree has
 # uncommitted changes.
-GENERATED = pkg/api/v1alpha1/zz_generated.deepcopy.go kustomize/crd/bases/*.yaml kustomize/rbac/role.yaml \
+GENERATED = pkg/api/v1alpha1/zz_generated.deepcopy.go kustomize/crd/bases/*.yaml kustomize/rbac/role.yaml kustomize/webhook/manifests.yaml \
 	health/argocd/resource_customizations/openmed.ai/OpenMedModel/health_test.yaml \
 	examples/argocd/*.yaml examples/flux/*.yaml docs/api/v1alpha1.md
 

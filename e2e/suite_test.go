@@ -176,19 +176,28 @@ func setUp() error {
 	if metricsScraper, err = localrun.ServiceAccountScraper(ctx, k8s, "default", "prometheus", localrun.MetricsReaderRole); err != nil {
 		return err
 	}
-	shared, err = launchOperator(ctx, "shared", "!"+operatorLabel)
+	// The shared operator serves the bundle's admission webhook for the
+	// whole cluster; the operators tests start for themselves do not.
+	shared, err = startOperator(ctx, "shared", "!"+operatorLabel, bundleNamespace)
 	return err
 }
 
 // launchOperator starts an operator for the models matching selector and
 // waits until it is ready.
 func launchOperator(ctx context.Context, name, selector string, args ...string) (*localrun.Operator, error) {
+	return startOperator(ctx, name, selector, "", args...)
+}
+
+// startOperator is launchOperator; with a webhookNamespace the operator
+// also serves the admission webhook (localrun.OperatorConfig.WebhookNamespace).
+func startOperator(ctx context.Context, name, selector, webhookNamespace string, args ...string) (*localrun.Operator, error) {
 	op, err := localrun.StartOperator(localrun.OperatorConfig{
-		Binary:     operatorBinary,
-		Kubeconfig: operatorKubeconfig,
-		LogPath:    filepath.Join(workDir, "operator-"+name+".log"),
-		Args:       append([]string{"--log-encoding=console", "--watch-label-selector=" + selector}, args...),
-		Scraper:    metricsScraper,
+		Binary:           operatorBinary,
+		Kubeconfig:       operatorKubeconfig,
+		LogPath:          filepath.Join(workDir, "operator-"+name+".log"),
+		Args:             append([]string{"--log-encoding=console", "--watch-label-selector=" + selector}, args...),
+		Scraper:          metricsScraper,
+		WebhookNamespace: webhookNamespace,
 	})
 	if err != nil {
 		return nil, err

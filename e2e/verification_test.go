@@ -12,12 +12,16 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -26,6 +30,8 @@ import (
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun/modelserver"
+	"github.com/openmed/openmed-operator/pkg/validation"
+	"github.com/openmed/openmed-operator/pkg/webhook"
 )
 
 // forgetfulVersion is the version whose server answers /pii/extract
@@ -497,6 +503,70 @@ func TestVerification(t *testing.T) {
 		}
 		if n := len(fleet.Requests(asked)); n < 2 {
 			t.Errorf("pod %s was asked %d times: the new process must ask it again", asked, n)
+		}
+	})
+
+	// A success condition that does not compile is refused at apply time
+	// by the API server, through the bundle's ValidatingWebhookConfiguration
+	// served by the shared operator, with CEL's complaint (kubectl apply
+	// --server-side, create and update); nothing is stored.
+	t.Run("invalid-expression-refused", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		ns := newNamespace(t)
+		var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+		if err := k8s.Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &vwc); err != nil {
+			t.Fatal(err)
+		}
+		if u := vwc.Webhooks[0].ClientConfig.URL; u == nil || *u != shared.WebhookURL()+webhook.Path {
+			t.Fatalf("the bundle's webhook calls %v, want the shared operator at %s", u, shared.WebhookURL())
+		}
+		apply := func(m *v1alpha1.OpenMedModel) error {
+			obj, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := &unstructured.Unstructured{Object: obj}
+			u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("OpenMedModel"))
+			unstructured.RemoveNestedField(u.Object, "status")
+			unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+			return k8s.Patch(ctx, u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership)
+		}
+		refused := func(err error, m *v1alpha1.OpenMedModel) {
+			t.Helper()
+			d := m.DeepCopy()
+			d.Default()
+			want := validation.ValidateOpenMedModel(d)
+			if len(want) != 1 || want[0].Field != "spec.verification.successCondition" {
+				t.Fatalf("the Go validator's verdict is %v, want one complaint about the success condition", want)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `admission webhook "`+webhook.Name+`" denied the request`) ||
+				!strings.Contains(err.Error(), want[0].Error()) {
+				t.Fatalf("err = %v, want the webhook's Invalid refusal with %q", err, want[0].Error())
+			}
+		}
+
+		bad := newModel(t, ns, v1, "")
+		bad.Spec.Verification = goldenRequest()
+		bad.Spec.Verification.SuccessCondition = `response.json.entities.exists(e, e.label == NAME)`
+		refused(apply(bad), bad)
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(bad), &v1alpha1.OpenMedModel{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("the refused model was stored: %v", err)
+		}
+
+		good := newModel(t, ns, v1, "")
+		good.Spec.Verification = goldenRequest()
+		if err := apply(good); err != nil {
+			t.Fatalf("a success condition that compiles: %v", err)
+		}
+		bad.Spec.Verification.SuccessCondition = `response.code`
+		refused(apply(bad), bad)
+		var stored v1alpha1.OpenMedModel
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(good), &stored); err != nil {
+			t.Fatal(err)
+		}
+		if got := stored.Spec.Verification.SuccessCondition; got != good.Spec.Verification.SuccessCondition {
+			t.Errorf("the stored success condition is %q after a refused update", got)
 		}
 	})
 }

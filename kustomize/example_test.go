@@ -29,4 +29,11 @@ func ExampleBuild() {
 	// ClusterRole  openmed-profiler
 	// Deployment openmed-system openmed-operator
 	// NetworkPolicy openmed-system openmed-operator
+	// ValidatingWebhookConfiguration  openmed-operator
+	// Service openmed-system openmed-operator-webhook
+	// Secret openmed-system openmed-operator-webhook-cert
+	// Role openmed-system openmed-operator-webhook
+	// RoleBinding openmed-system openmed-operator-webhook
+	// ClusterRole  openmed-operator-webhook
+	// ClusterRoleBinding  openmed-operator-webhook
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,11 +20,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/kustomize"
+	"github.com/openmed/openmed-operator/pkg/webhook"
 )
 
 // overlay is what each install overlay must look like.
@@ -85,6 +89,9 @@ func TestOverlaysRender(t *testing.T) {
 				"ServiceAccount/openmed-operator", "Role/openmed-operator-leader-election",
 				"RoleBinding/openmed-operator-leader-election", "Deployment/openmed-operator", "NetworkPolicy/openmed-operator",
 				"ClusterRole/openmed-metrics-reader", "ClusterRole/openmed-profiler",
+				"ValidatingWebhookConfiguration/openmed-operator", "Service/openmed-operator-webhook", "Secret/openmed-operator-webhook-cert",
+				"Role/openmed-operator-webhook", "RoleBinding/openmed-operator-webhook",
+				"ClusterRole/openmed-operator-webhook", "ClusterRoleBinding/openmed-operator-webhook",
 			} {
 				if !slices.Contains(got, want) {
 					t.Errorf("bundle lacks %s; has %v", want, got)
@@ -100,11 +107,12 @@ func TestOverlaysRender(t *testing.T) {
 				}
 			}
 			// The namespaced install's only cluster-wide RBAC is the metrics
-			// endpoint's, which reaches no object: the scrapers' roles on
-			// its paths, and the operator's token and access reviews.
+			// endpoint's, which reaches no object (the scrapers' roles on
+			// its paths, and the operator's token and access reviews), and
+			// the webhook's patch of its own configuration, by name.
 			if !ov.clusterWide && slices.ContainsFunc(got, func(k string) bool {
 				_, name, _ := strings.Cut(k, "/")
-				return (strings.HasPrefix(k, "ClusterRole/") || strings.HasPrefix(k, "ClusterRoleBinding/")) && !metricsClusterRBAC[name]
+				return (strings.HasPrefix(k, "ClusterRole/") || strings.HasPrefix(k, "ClusterRoleBinding/")) && !namespacedClusterRBAC[name]
 			}) {
 				t.Errorf("namespaced bundle grants cluster-wide access: %v", got)
 			}
@@ -116,7 +124,7 @@ func TestOverlaysRender(t *testing.T) {
 			}
 			for _, o := range objs {
 				switch o.GetKind() {
-				case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding":
+				case "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration":
 				default:
 					if o.GetNamespace() != ov.namespace {
 						t.Errorf("%s/%s is in namespace %q, want %q", o.GetKind(), o.GetName(), o.GetNamespace(), ov.namespace)
@@ -137,7 +145,50 @@ func TestOverlaysRender(t *testing.T) {
 			var np networkingv1.NetworkPolicy
 			typed(t, objs, "NetworkPolicy", "openmed-operator", &np)
 			checkNetworkPolicy(t, &np, &dep)
+			checkWebhook(t, objs, &dep, ov.namespace)
 		})
+	}
+}
+
+// checkWebhook: the ValidatingWebhookConfiguration calls the bundle's
+// Service, which reaches the pods' webhook port; it is called for
+// OpenMedModels with spec.verification only, never for their status, and
+// an operator that is down does not stop an apply (failurePolicy Ignore).
+func checkWebhook(t *testing.T, objs []*unstructured.Unstructured, dep *appsv1.Deployment, namespace string) {
+	t.Helper()
+	var vwc admissionregistrationv1.ValidatingWebhookConfiguration
+	typed(t, objs, "ValidatingWebhookConfiguration", webhook.ConfigurationName, &vwc)
+	if len(vwc.Webhooks) != 1 {
+		t.Fatalf("%d webhooks, want 1", len(vwc.Webhooks))
+	}
+	w := vwc.Webhooks[0]
+	svc := w.ClientConfig.Service
+	if w.Name != webhook.Name || svc == nil || svc.Namespace != namespace || svc.Path == nil || *svc.Path != webhook.Path || w.ClientConfig.URL != nil {
+		t.Errorf("webhook %s calls %+v, want the Service in %s at %s", w.Name, w.ClientConfig, namespace, webhook.Path)
+	}
+	if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore || w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+		t.Errorf("failurePolicy %v, sideEffects %v; want Ignore and None", w.FailurePolicy, w.SideEffects)
+	}
+	if len(w.Rules) != 1 || !slices.Equal(w.Rules[0].Resources, []string{"openmedmodels"}) ||
+		!slices.Equal(w.Rules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}) {
+		t.Errorf("rules %+v, want CREATE and UPDATE of openmedmodels only (not their status)", w.Rules)
+	}
+	if len(w.MatchConditions) != 1 || w.MatchConditions[0].Expression != "has(object.spec.verification)" {
+		t.Errorf("matchConditions %+v, want objects with spec.verification only", w.MatchConditions)
+	}
+	var service corev1.Service
+	typed(t, objs, "Service", svc.Name, &service)
+	if !labels.SelectorFromSet(service.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) || len(service.Spec.Ports) != 1 {
+		t.Fatalf("Service %s selects %v with ports %+v; pods are labelled %v", service.Name, service.Spec.Selector, service.Spec.Ports, dep.Spec.Template.Labels)
+	}
+	port := service.Spec.Ports[0]
+	if svcPort := ptr.Deref(svc.Port, 443); port.Port != svcPort || port.TargetPort.String() != "webhook" {
+		t.Errorf("Service port %+v, want %d to the pods' webhook port", port, svcPort)
+	}
+	var secret corev1.Secret
+	typed(t, objs, "Secret", "openmed-operator-webhook-cert", &secret)
+	if len(secret.Data)+len(secret.StringData) > 0 {
+		t.Error("the certificate Secret is shipped with data: applying the bundle again would overwrite the operator's certificate")
 	}
 }
 
@@ -193,7 +244,7 @@ func checkDeployment(t *testing.T, dep *appsv1.Deployment, allNamespaces string)
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	for arg, port := range map[string]string{"--metrics-addr": "https-metrics", "--health-addr": "healthz"} {
+	for arg, port := range map[string]string{"--metrics-addr": "https-metrics", "--health-addr": "healthz", "--webhook-addr": "webhook"} {
 		if want := fmt.Sprintf("%s=:%d", arg, ports[port]); !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s (port %s)", c.Args, want, port)
 		}
@@ -214,7 +265,8 @@ func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, dep *appsv
 		t.Errorf("policyTypes = %v", np.Spec.PolicyTypes)
 	}
 	// The metrics port admits the monitoring namespace only; the probe
-	// port every source (the kubelet's probes).
+	// port every source (the kubelet's probes), and so does the webhook's
+	// (the API server is no pod).
 	var ingress []string
 	for _, rule := range np.Spec.Ingress {
 		from := "anywhere"
@@ -228,7 +280,7 @@ func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, dep *appsv
 	slices.Sort(ingress)
 	monitoring := fmt.Sprint([]networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{
 		MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}}}})
-	if want := []string{"healthz from anywhere", "https-metrics from " + monitoring}; !slices.Equal(ingress, want) {
+	if want := []string{"healthz from anywhere", "https-metrics from " + monitoring, "webhook from anywhere"}; !slices.Equal(ingress, want) {
 		t.Errorf("ingress = %v, want only %v", ingress, want)
 	}
 	var egress []string
@@ -269,9 +321,10 @@ func TestLockdownRoleFollowsTheGeneratedRole(t *testing.T) {
 	}
 }
 
-// metricsClusterRBAC names the cluster-wide RBAC of the metrics endpoint,
-// the only one the namespaced install has.
-var metricsClusterRBAC = map[string]bool{"openmed-metrics-reader": true, "openmed-profiler": true, "openmed-operator-metrics-auth": true}
+// namespacedClusterRBAC names the cluster-wide RBAC of the metrics endpoint
+// and the webhook's patch of its own configuration, the only ones the
+// namespaced install has.
+var namespacedClusterRBAC = map[string]bool{"openmed-metrics-reader": true, "openmed-profiler": true, "openmed-operator-metrics-auth": true, "openmed-operator-webhook": true}
 
 // metricsRoleURLs are the paths of the metrics endpoint each of the
 // bundle's ClusterRoles for its scrapers allows.
@@ -402,6 +455,33 @@ type access struct {
 	allowed                          bool
 }
 
+// namedAccess is a SubjectAccessReview of one object by name.
+type namedAccess struct {
+	access
+	name string
+}
+
+// webhookAccess is what the webhook's rights allow in every install: get
+// and update on its certificate Secret and patch on its configuration,
+// each by name, and nothing else of Secrets or webhook configurations.
+func webhookAccess(own, other string) []namedAccess {
+	const secret = "openmed-operator-webhook-cert"
+	return []namedAccess{
+		{access{"get", "", "secrets", own, true}, secret},
+		{access{"update", "", "secrets", own, true}, secret},
+		{access{"get", "", "secrets", own, false}, "another-secret"},
+		{access{"update", "", "secrets", own, false}, "another-secret"},
+		{access{"delete", "", "secrets", own, false}, secret},
+		{access{"create", "", "secrets", own, false}, ""},
+		{access{"get", "", "secrets", other, false}, secret},
+		{access{"patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", true}, webhook.ConfigurationName},
+		{access{"patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", false}, "another-webhook"},
+		{access{"delete", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", false}, webhook.ConfigurationName},
+		{access{"create", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", false}, ""},
+		{access{"patch", "admissionregistration.k8s.io", "mutatingwebhookconfigurations", "", false}, webhook.ConfigurationName},
+	}
+}
+
 // TestServiceAccountAccess asks the API server's authorizer what the
 // bundle's ServiceAccount may do: what the reconciler needs (pods read-only),
 // and nothing of Secrets, pod writes, Deployment creation or deletion,
@@ -511,16 +591,20 @@ func TestServiceAccountAccess(t *testing.T) {
 			}
 			user := "system:serviceaccount:" + ov.namespace + ":openmed-operator"
 			groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + ov.namespace, "system:authenticated"}
+			all := webhookAccess(ov.namespace, "team-a")
 			for _, a := range cases[ov.name] {
+				all = append(all, namedAccess{access: a})
+			}
+			for _, a := range all {
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 					User: user, Groups: groups,
-					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name},
 				}}
 				if err := env.Client.Create(ctx, sar); err != nil {
 					t.Fatal(err)
 				}
 				if sar.Status.Allowed != a.allowed {
-					t.Errorf("%s %s.%s in %q: allowed=%v, want %v (%s)", a.verb, a.resource, a.group, a.namespace, sar.Status.Allowed, a.allowed, sar.Status.Reason)
+					t.Errorf("%s %s.%s %q in %q: allowed=%v, want %v (%s)", a.verb, a.resource, a.group, a.name, a.namespace, sar.Status.Allowed, a.allowed, sar.Status.Reason)
 				}
 			}
 		})

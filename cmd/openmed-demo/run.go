@@ -161,6 +161,9 @@ func run(ctx context.Context, o options, out io.Writer) (err error) {
 		Kubeconfig: saKubeconfig,
 		LogPath:    filepath.Join(workDir, "openmed-operator.log"),
 		Args:       []string{"--log-encoding=console"},
+		// It serves the bundle's admission webhook too: a model whose
+		// success condition does not compile is refused on apply.
+		WebhookNamespace: bundle.ServiceAccount.Namespace,
 	})
 	if err != nil {
 		return err

@@ -69,6 +69,13 @@ type OperatorConfig struct {
 	// Scraper reads the metrics endpoint for Operator.Read; nil makes Read
 	// fail.
 	Scraper *Scraper
+	// WebhookNamespace, when set, makes this process the one that serves
+	// the bundle's validating admission webhook: on a free loopback port,
+	// with the ValidatingWebhookConfiguration pointed at its URL and the
+	// certificate kept in the bundle's Secret of this namespace (the
+	// bundle's, given as $RUNTIME_NAMESPACE). The configuration names one
+	// URL, so one process of a cluster serves it; the others leave it off.
+	WebhookNamespace string
 }
 
 // Operator is a running openmed-operator process.
@@ -78,6 +85,7 @@ type Operator struct {
 	logPath     string
 	metricsAddr string
 	healthAddr  string
+	webhookAddr string
 	// done is closed once the process has exited and been reaped; err then
 	// holds how it exited.
 	done chan struct{}
@@ -85,13 +93,14 @@ type Operator struct {
 }
 
 // StartOperator launches the operator with --kubeconfig, metrics and health
-// endpoints on free loopback ports and cfg.Args. The process runs in a
+// endpoints (and, with cfg.WebhookNamespace, the webhook) on free loopback
+// ports and cfg.Args. The process runs in a
 // process group of its own, so a terminal's Ctrl-C reaches only this program,
 // which then stops it in order; and it gets SIGKILL from the kernel when the
 // thread that started it ends, so it never outlives this program, even one
 // that is killed with SIGKILL.
 func StartOperator(cfg OperatorConfig) (*Operator, error) {
-	ports, err := freeLoopbackAddrs(2)
+	ports, err := freeLoopbackAddrs(3)
 	if err != nil {
 		return nil, err
 	}
@@ -102,17 +111,24 @@ func StartOperator(cfg OperatorConfig) (*Operator, error) {
 	// The child has its own copy of the descriptor.
 	defer logFile.Close()
 
-	args := append([]string{
+	o := &Operator{scraper: cfg.Scraper, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
+	args := []string{
 		"--kubeconfig=" + cfg.Kubeconfig,
-		"--metrics-addr=" + ports[0],
-		"--health-addr=" + ports[1],
-	}, cfg.Args...)
-	cmd := exec.Command(cfg.Binary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	if len(cfg.Env) > 0 {
-		cmd.Env = append(os.Environ(), cfg.Env...)
+		"--metrics-addr=" + o.metricsAddr,
+		"--health-addr=" + o.healthAddr,
 	}
-	o := &Operator{cmd: cmd, scraper: cfg.Scraper, logPath: cfg.LogPath, metricsAddr: ports[0], healthAddr: ports[1], done: make(chan struct{})}
+	var env []string
+	if cfg.WebhookNamespace != "" {
+		o.webhookAddr = ports[2]
+		args = append(args, "--webhook-addr="+o.webhookAddr, "--webhook-url="+o.WebhookURL())
+		env = append(env, "RUNTIME_NAMESPACE="+cfg.WebhookNamespace)
+	}
+	cmd := exec.Command(cfg.Binary, append(args, cfg.Args...)...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if env = append(env, cfg.Env...); len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	o.cmd = cmd
 	// In a process group of its own, tied to this process by the kernel's
 	// parent-death signal (see minicluster.StartChild).
 	waited, err := minicluster.StartChild(cmd)
@@ -139,6 +155,16 @@ func (o *Operator) Signal(sig syscall.Signal) error { return signalGroup(o.PID()
 // authorized bearer token), unless OperatorConfig.Args moved it.
 func (o *Operator) MetricsURL() string { return o.endpoint("/metrics") }
 
+// WebhookURL is where the operator serves the validating admission webhook
+// (https://127.0.0.1:port), or "" when it does not (see
+// OperatorConfig.WebhookNamespace).
+func (o *Operator) WebhookURL() string {
+	if o.webhookAddr == "" {
+		return ""
+	}
+	return "https://" + o.webhookAddr
+}
+
 // endpoint is the URL of path (with its query) on the metrics endpoint.
 func (o *Operator) endpoint(path string) string { return "https://" + o.metricsAddr + path }
 
@@ -156,7 +182,8 @@ func (o *Operator) Read(ctx context.Context, path string) ([]byte, error) {
 func (o *Operator) Done() <-chan struct{} { return o.done }
 
 // WaitReady waits until the operator's /readyz answers 200 (its manager
-// has started and its caches are syncing) and then until its metrics
+// has started and its caches are syncing; a webhook, when served, has its
+// certificate) and then until its metrics
 // endpoint answers at all (without a token, 401): the manager binds the
 // metrics listener in a goroutine of its own, after the health probes may
 // already answer. It fails early when the process exits.

@@ -10,7 +10,8 @@
 // the expression), so its author can fix it.
 //
 // One rule is the Go validator's only, because the CRD cannot state it
-// (see GoOnlyFields): the success condition must compile.
+// (see GoOnlyFields): the success condition must compile. The operator's
+// admission webhook (pkg/webhook) enforces it on admission.
 package validation
 
 import (
@@ -42,10 +43,14 @@ var (
 )
 
 // GoOnlyFields are the fields with a rule the Go validator enforces and the
-// CRD does not, each with the reason. The API server accepts an object that
-// breaks one; the operator refuses it (a SpecError in status) until a
-// validating webhook refuses it on admission. The differential test holds
-// every other verdict equal and lists these cases in testdata/goonly.yaml.
+// CRD does not, each with the reason. The CRD alone accepts an object that
+// breaks one (TestGoOnlyRefusals shows it on an API server without the
+// webhook); installed with the bundle, the operator's validating admission
+// webhook (pkg/webhook) refuses it on create and update with this
+// validator's message, and the operator still refuses one that got in while
+// the webhook was unreachable (failurePolicy Ignore) with a SpecError in
+// status. The differential test holds every other verdict equal and lists
+// these cases in testdata/goonly.yaml.
 var GoOnlyFields = map[string]string{
 	"spec.verification.successCondition": "the API server does not compile a CEL expression held in a field",
 }

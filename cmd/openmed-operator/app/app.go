@@ -48,6 +48,7 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/metricsauth"
 	"github.com/openmed/openmed-operator/pkg/serverclock"
+	"github.com/openmed/openmed-operator/pkg/webhook"
 )
 
 // LeaderElectionID is the name of the Lease the replicas compete for. A
@@ -92,6 +93,8 @@ type Options struct {
 	// WatchNamespace is the one namespace watched when
 	// Watch.AllNamespaces is false; empty means $RUNTIME_NAMESPACE.
 	WatchNamespace string
+	// Webhook is the validating admission webhook ("0" address: off).
+	Webhook WebhookOptions
 
 	Client         ClientOptions
 	Logger         logger.Options
@@ -114,6 +117,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RequeueInterval, "requeue-interval", 0, "First interval of the backstop timer that re-evaluates a rollout in flight against a missed watch event; it grows with the wait to 8 times this. 0 uses the library default (15s).")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Only required if out-of-cluster.")
 	fs.StringVar(&o.WatchNamespace, "watch-namespace", "", "The namespace watched when --watch-all-namespaces=false; defaults to $"+runtimectrl.EnvRuntimeNamespace+".")
+	o.Webhook.BindFlags(fs)
 
 	o.Client.BindFlags(fs)
 	o.Logger.BindFlags(fs)
@@ -138,6 +142,40 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	o.Watch.BindFlags(watch)
 	fs.AddFlag(watch.Lookup("watch-all-namespaces"))
 	fs.AddFlag(watch.Lookup("watch-label-selector"))
+}
+
+// WebhookOptions are the flags of the validating admission webhook, which
+// refuses on admission an OpenMedModel the CRD cannot refuse (a
+// spec.verification.successCondition that does not compile). Off unless
+// --webhook-addr is set: the shipped Deployment sets it, and of the
+// operators a local run starts only the one the configuration names
+// serves it.
+type WebhookOptions struct {
+	// Addr is where the webhook serves HTTPS; "0" disables it.
+	Addr string
+	// CertDir holds a serving certificate the user provides (tls.crt,
+	// tls.key), e.g. from cert-manager; empty: the operator issues one and
+	// keeps it in the Secret SecretName of $RUNTIME_NAMESPACE.
+	CertDir string
+	// SecretName is the Secret the operator keeps the webhook's CA and
+	// certificate in.
+	SecretName string
+	// ServiceName is the Service of the webhook, whose DNS names the
+	// certificate is for.
+	ServiceName string
+	// URL, for an operator outside the cluster, is the https://host:port
+	// the API server reaches the webhook at; the configuration is pointed
+	// at it instead of the Service.
+	URL string
+}
+
+// BindFlags registers the --webhook-* flags.
+func (o *WebhookOptions) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Addr, "webhook-addr", "0", "The address the validating admission webhook binds to (HTTPS); \"0\" disables it.")
+	fs.StringVar(&o.CertDir, "webhook-cert-dir", "", "The directory holding the webhook's certificate and key (tls.crt, tls.key), e.g. from cert-manager, reloaded when they change; empty: the operator issues them and keeps them, with their CA, in --webhook-secret and writes the CA into its ValidatingWebhookConfiguration.")
+	fs.StringVar(&o.SecretName, "webhook-secret", "openmed-operator-webhook-cert", "The Secret, in $"+runtimectrl.EnvRuntimeNamespace+", the operator keeps the webhook's CA and certificate in (shared by the replicas).")
+	fs.StringVar(&o.ServiceName, "webhook-service", "openmed-operator-webhook", "The Service, in $"+runtimectrl.EnvRuntimeNamespace+", the API server reaches the webhook through; the certificate is for its DNS names.")
+	fs.StringVar(&o.URL, "webhook-url", "", "For an operator outside the cluster: the https://host:port the API server reaches the webhook at; the ValidatingWebhookConfiguration is pointed at it instead of the Service.")
 }
 
 // ClientOptions are the API client limits, with the flags and defaults of
@@ -282,6 +320,19 @@ func Run(ctx context.Context, opts Options) error {
 		Models:                  scope.Selector,
 	}); err != nil {
 		return fmt.Errorf("set up the %s controller: %w", controllers.ControllerName, err)
+	}
+
+	if opts.Webhook.Addr != "0" {
+		if err := webhook.Add(mgr, webhook.Options{
+			Addr:        opts.Webhook.Addr,
+			CertDir:     opts.Webhook.CertDir,
+			Namespace:   os.Getenv(runtimectrl.EnvRuntimeNamespace),
+			SecretName:  opts.Webhook.SecretName,
+			ServiceName: opts.Webhook.ServiceName,
+			URL:         opts.Webhook.URL,
+		}); err != nil {
+			return fmt.Errorf("--webhook-addr: %w", err)
+		}
 	}
 
 	log.Info("starting manager", "namespace", scope.Namespace, "labelSelector", opts.Watch.LabelSelector, "defaultServiceAccount", opts.DefaultServiceAccount,

@@ -44,6 +44,12 @@ func TestDefaults(t *testing.T) {
 	if o.EnablePprof || o.MetricsCertDir != "" {
 		t.Errorf("--enable-pprof=%v --metrics-cert-dir=%q", o.EnablePprof, o.MetricsCertDir)
 	}
+	// The webhook is off unless asked for (the shipped Deployment does),
+	// so of the operators a local run starts only one serves it; its
+	// certificate is the operator's own, in the bundle's Secret.
+	if w := o.Webhook; w.Addr != "0" || w.CertDir != "" || w.URL != "" || w.SecretName != "openmed-operator-webhook-cert" || w.ServiceName != "openmed-operator-webhook" {
+		t.Errorf("webhook defaults = %+v", w)
+	}
 	// Seconds, not Flux's 15-minute cap: a failed pass is retried soon.
 	if o.RateLimiter.MinRetryDelay != 250*time.Millisecond || o.RateLimiter.MaxRetryDelay != 10*time.Second {
 		t.Errorf("retry delays = %+v", o.RateLimiter)
