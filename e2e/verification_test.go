@@ -23,12 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/localrun/modelserver"
 	"github.com/openmed/openmed-operator/pkg/validation"
 	"github.com/openmed/openmed-operator/pkg/webhook"
@@ -38,19 +38,12 @@ import (
 // without the patient's name.
 const forgetfulVersion = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-forgets-names"
 
-// goldenRequest is the spec.verification of the e2e tests: the synthetic
-// note's patient must be found.
+// goldenRequest is the spec.verification of the e2e tests: make run's
+// (localrun.GoldenRequest), with a 2 s timeout and 2 attempts.
 func goldenRequest() *v1alpha1.Verification {
-	return &v1alpha1.Verification{
-		Request: v1alpha1.VerificationRequest{
-			Port:           intstr.FromString("http"),
-			Path:           "/pii/extract",
-			Body:           `{"text":"Patient John Smith, seen 2024-03-05.","model_name":"pii","confidence_threshold":0.5}`,
-			TimeoutSeconds: ptr.To[int32](2),
-		},
-		SuccessCondition: `response.code == 200 && response.json.entities.exists(e, e.label == "NAME" && e.text == "John Smith")`,
-		Attempts:         ptr.To[int32](2),
-	}
+	v := localrun.GoldenRequest()
+	v.Request.TimeoutSeconds, v.Attempts = ptr.To[int32](2), ptr.To[int32](2)
+	return v
 }
 
 // serveModels plays the OpenMed service on the pods of ns: each answers as
@@ -97,14 +90,37 @@ type podTimes struct {
 	mu                     sync.Mutex
 	containersReady, ready map[string]time.Time
 	hash                   map[string]string
-	verifiedFalse          map[string]string
 	stop                   func()
 }
 
 func watchPodTimes(t *testing.T, ns string) *podTimes {
 	t.Helper()
-	pt := &podTimes{containersReady: map[string]time.Time{}, ready: map[string]time.Time{}, hash: map[string]string{}, verifiedFalse: map[string]string{}}
-	w, err := k8s.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(ns))
+	pt := &podTimes{containersReady: map[string]time.Time{}, ready: map[string]time.Time{}, hash: map[string]string{}}
+	pt.stop = watchObjects(t, ns, &corev1.PodList{}, func(o k8sruntime.Object) {
+		p, ok := o.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		pt.mu.Lock()
+		defer pt.mu.Unlock()
+		pt.hash[p.Name] = p.Annotations[v1alpha1.ManifestHashAnnotation]
+		for _, c := range p.Status.Conditions {
+			seen := map[corev1.PodConditionType]map[string]time.Time{corev1.ContainersReady: pt.containersReady, corev1.PodReady: pt.ready}[c.Type]
+			if _, was := seen[p.Name]; seen != nil && c.Status == corev1.ConditionTrue && !was {
+				seen[p.Name] = now
+			}
+		}
+	})
+	return pt
+}
+
+// watchObjects hands every object of list's kind in ns the API server
+// reports from now on to seen, until the returned stop (or the test's
+// end).
+func watchObjects(t *testing.T, ns string, list client.ObjectList, seen func(k8sruntime.Object)) (stop func()) {
+	t.Helper()
+	w, err := k8s.Watch(context.Background(), list, client.InNamespace(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,34 +128,13 @@ func watchPodTimes(t *testing.T, ns string) *podTimes {
 	go func() {
 		defer close(done)
 		for ev := range w.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				continue
-			}
-			now := time.Now()
-			pt.mu.Lock()
-			pt.hash[p.Name] = p.Annotations[v1alpha1.ManifestHashAnnotation]
-			for _, c := range p.Status.Conditions {
-				switch {
-				case c.Type == corev1.ContainersReady && c.Status == corev1.ConditionTrue:
-					if _, seen := pt.containersReady[p.Name]; !seen {
-						pt.containersReady[p.Name] = now
-					}
-				case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
-					if _, seen := pt.ready[p.Name]; !seen {
-						pt.ready[p.Name] = now
-					}
-				case c.Type == v1alpha1.VerifiedCondition && c.Status == corev1.ConditionFalse:
-					pt.verifiedFalse[p.Name] = c.Message
-				}
-			}
-			pt.mu.Unlock()
+			seen(ev.Object)
 		}
 	}()
 	var once sync.Once
-	pt.stop = func() { once.Do(func() { w.Stop(); <-done }) }
-	t.Cleanup(pt.stop)
-	return pt
+	stop = func() { once.Do(func() { w.Stop(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }
 
 // added is, for each pod of version hash that turned Ready, how long after
@@ -323,9 +318,7 @@ func TestVerification(t *testing.T) {
 	t.Run("secret-header-as-the-service-account", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		ns := newNamespace(t)
-		harness.ApplyTenantRole(t, k8s, ns)
-		harness.ApplyImpersonatorBinding(t, k8s, ns)
+		ns := tenantNamespace(t)
 		const token = "Bearer synthetic-verification-token-4f1c"
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "openmed-verification-token"},
 			StringData: map[string]string{"authorization": token}}
@@ -387,9 +380,7 @@ func TestVerification(t *testing.T) {
 	t.Run("secret-header-forbidden", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
-		ns := newNamespace(t)
-		harness.ApplyTenantRole(t, k8s, ns)
-		harness.ApplyImpersonatorBinding(t, k8s, ns)
+		ns := tenantNamespace(t)
 		serveModels(t, ns, func(string) modelserver.Behaviour { return modelserver.Correct })
 		createTarget(t, ns, nil)
 		m := newModel(t, ns, v1, "")
@@ -571,28 +562,28 @@ func TestVerification(t *testing.T) {
 	})
 }
 
+// tenantNamespace is a namespace of its own for a test with the objects of
+// examples/tenancy: the tenant Role's ServiceAccount, which the operator
+// may impersonate there.
+func tenantNamespace(t *testing.T) string {
+	t.Helper()
+	ns := newNamespace(t)
+	harness.ApplyTenantRole(t, k8s, ns)
+	harness.ApplyImpersonatorBinding(t, k8s, ns)
+	return ns
+}
+
 // watchReplicaSetAvailability watches the ReplicaSets of ns and returns
 // the most available replicas any ReplicaSet of version hash ever had.
 func watchReplicaSetAvailability(t *testing.T, ns, hash string) func() int32 {
 	t.Helper()
-	w, err := k8s.Watch(context.Background(), &appsv1.ReplicaSetList{}, client.InNamespace(ns))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var most atomic.Int32
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			if rs, ok := ev.Object.(*appsv1.ReplicaSet); ok && rs.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == hash &&
-				rs.Status.AvailableReplicas > most.Load() {
-				most.Store(rs.Status.AvailableReplicas)
-			}
+	stop := watchObjects(t, ns, &appsv1.ReplicaSetList{}, func(o k8sruntime.Object) {
+		if rs, ok := o.(*appsv1.ReplicaSet); ok && rs.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation] == hash &&
+			rs.Status.AvailableReplicas > most.Load() {
+			most.Store(rs.Status.AvailableReplicas)
 		}
-	}()
-	var once sync.Once
-	stop := func() { once.Do(func() { w.Stop(); <-done }) }
-	t.Cleanup(stop)
+	})
 	return func() int32 { stop(); return most.Load() }
 }
 

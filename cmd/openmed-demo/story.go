@@ -17,13 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/health/snapshot"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 )
 
@@ -173,7 +173,7 @@ func (s *story) stages() []stage {
 			s.forgetfulVersion, s.upgradeVersion),
 		skip: verifySkip,
 		act: func(ctx context.Context) error {
-			s.verification = goldenRequest()
+			s.verification = localrun.GoldenRequest()
 			return s.apply(ctx, s.forgetfulVersion, s.bakeSeconds())
 		},
 		done: func(snap snapshot.Snapshot) bool {
@@ -479,17 +479,4 @@ func (s *story) annotateRollback(ctx context.Context, version *string) error {
 		return fmt.Errorf("annotate OpenMedModel %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	return nil
-}
-
-// goldenRequest is the demo's spec.verification: the synthetic note's
-// patient must be found, as docs/verification.md's example.
-func goldenRequest() *v1alpha1.Verification {
-	return &v1alpha1.Verification{
-		Request: v1alpha1.VerificationRequest{
-			Port: intstr.FromString("http"),
-			Path: "/pii/extract",
-			Body: `{"text":"Patient John Smith was seen on 2024-03-05.","model_name":"pii","confidence_threshold":0.5}`,
-		},
-		SuccessCondition: `response.code == 200 && response.json.entities.exists(e, e.label == "NAME" && e.text == "John Smith")`,
-	}
 }

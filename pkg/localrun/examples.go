@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -147,4 +148,19 @@ func ManifestHashOf(m *v1alpha1.OpenMedModel, version string) (string, error) {
 		return "", err
 	}
 	return rollout.ManifestHash(spec), nil
+}
+
+// GoldenRequest is the spec.verification `make run` and the end-to-end
+// tests declare, docs/verification.md's example: POST /pii/extract on the
+// container port named http with a synthetic note, whose answer must find
+// the patient John Smith.
+func GoldenRequest() *v1alpha1.Verification {
+	return &v1alpha1.Verification{
+		Request: v1alpha1.VerificationRequest{
+			Port: intstr.FromString("http"),
+			Path: "/pii/extract",
+			Body: `{"text":"Patient John Smith was seen on 2024-03-05.","model_name":"pii","confidence_threshold":0.5}`,
+		},
+		SuccessCondition: `response.code == 200 && response.json.entities.exists(e, e.label == "NAME" && e.text == "John Smith")`,
+	}
 }
