@@ -57,7 +57,7 @@ func TestReadmeLength(t *testing.T) {
 // requiredBlocks are the generated blocks each document must hold.
 var requiredBlocks = map[string][]string{
 	"README.md":     {"scale-headline"},
-	"docs/scale.md": {"scale-table"},
+	"docs/scale.md": {"scale-table", "scale-verification"},
 }
 
 // TestGeneratedBlocksUpToDate renders every generated block of the docs
