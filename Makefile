@@ -305,30 +305,38 @@ fuzz: ## Fuzz the validator and the decision core for FUZZTIME each (default 60s
 
 # N is the list of sizes `make bench-scale` runs, e.g. N=100,1000,10000.
 # PODS=off runs without pods (and without the bake guard); BAKE=off|on|both
-# picks the bake variants; UNOWNED=k runs each N again with k×N Deployments
-# no model targets; SHARDS=s runs each N again on s operator processes.
+# picks the bake variants; VERIFY=on runs each N once more with models that
+# declare a golden request (spec.verification), each pod served over HTTP
+# on its own loopback IP (VERIFY=only: that run alone); UNOWNED=k runs each
+# N again with k×N Deployments no model targets; SHARDS=s runs each N again
+# on s operator processes.
 N ?= 100,1000
 PODS ?= on
 BAKE ?= both
+VERIFY ?= off
 UNOWNED ?= 0
 SHARDS ?= 1
 # The benchmark writes its figures to BENCH_JSON (only when every assertion
-# held); from the default file, `make docs-figures` regenerates the tables
-# of docs/scale.md and README.md, and bench-scale runs it.
+# held). The docs' tables are generated from two files: the default one
+# (docs/scale.md's table, README.md's row) and the golden request's, which
+# `make bench-scale N=100 BAKE=off VERIFY=on BENCH_JSON=docs/scale/verification.json`
+# writes (docs/scale.md's table of the golden request). After a run that
+# wrote one of them, bench-scale runs `make docs-figures`.
 BENCH_JSON_DEFAULT := docs/scale/results.json
+BENCH_JSON_VERIFICATION := docs/scale/verification.json
 BENCH_JSON ?= $(BENCH_JSON_DEFAULT)
 
 .PHONY: bench-scale
 bench-scale: testbin ## The scale benchmark: the operator process against a real API server with N models; calls per model, times, CPU, memory (written to BENCH_JSON, then the docs' tables).
 	@mkdir -p $(dir $(BENCH_JSON))
-	OPENMED_SCALE_N=$(N) OPENMED_SCALE_PODS=$(PODS) OPENMED_SCALE_BAKE=$(BAKE) OPENMED_SCALE_UNOWNED=$(UNOWNED) OPENMED_SCALE_SHARDS=$(SHARDS) \
+	OPENMED_SCALE_N=$(N) OPENMED_SCALE_PODS=$(PODS) OPENMED_SCALE_BAKE=$(BAKE) OPENMED_SCALE_VERIFY=$(VERIFY) OPENMED_SCALE_UNOWNED=$(UNOWNED) OPENMED_SCALE_SHARDS=$(SHARDS) \
 		OPENMED_SCALE_JSON=$(abspath $(BENCH_JSON)) \
 		go test -count=1 -timeout 300m -v -run TestScale ./e2e/scale | grep -v '^=== RUN'
-	@if [ "$(abspath $(BENCH_JSON))" = "$(abspath $(BENCH_JSON_DEFAULT))" ]; then $(MAKE) --no-print-directory docs-figures; fi
+	@case "$(abspath $(BENCH_JSON))" in "$(abspath $(BENCH_JSON_DEFAULT))"|"$(abspath $(BENCH_JSON_VERIFICATION))") $(MAKE) --no-print-directory docs-figures;; esac
 
 .PHONY: docs-figures
-docs-figures: ## Regenerate the scale tables of docs/scale.md and README.md from docs/scale/results.json.
-	go run ./hack/scaletable -json $(BENCH_JSON_DEFAULT) docs/scale.md README.md
+docs-figures: ## Regenerate the scale tables of docs/scale.md and README.md from docs/scale/results.json and docs/scale/verification.json.
+	go run ./hack/scaletable docs/scale.md README.md
 
 # MUTANTS="name ..." runs some of hack/mutants/mutants.tsv.
 MUTANTS ?=

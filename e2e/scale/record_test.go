@@ -18,7 +18,7 @@ import (
 const jsonEnv = "OPENMED_SCALE_JSON"
 
 // settingsEnv are the variables a File records as they were set.
-var settingsEnv = []string{"OPENMED_SCALE_N", "OPENMED_SCALE_PODS", "OPENMED_SCALE_BAKE", "OPENMED_SCALE_UNOWNED",
+var settingsEnv = []string{"OPENMED_SCALE_N", "OPENMED_SCALE_PODS", "OPENMED_SCALE_BAKE", "OPENMED_SCALE_VERIFY", "OPENMED_SCALE_UNOWNED",
 	"OPENMED_SCALE_SHARDS", "OPENMED_SCALE_STEADY", "OPENMED_LOCKDOWN"}
 
 // writeFigures writes the runs to $OPENMED_SCALE_JSON, if it is set and
@@ -107,6 +107,20 @@ func (r result) record() figures.Run {
 	}
 	if r.cfg.bake {
 		out.BakeSeconds = scaleBake
+	}
+	if r.cfg.verify {
+		v := r.verification
+		out.Verification = &figures.Verification{
+			PodsVerified:     figures.Counts{Rollout: v.verified[0], Upgrade: v.verified[1]},
+			GoldenRequests:   figures.Counts{Rollout: v.golden[0], Upgrade: v.golden[1]},
+			AskedAgain:       figures.Counts{Rollout: v.askedAgain[0], Upgrade: v.askedAgain[1]},
+			WaitStatuses:     figures.Counts{Rollout: waitStatuses(v.statuses[0]), Upgrade: waitStatuses(v.statuses[1])},
+			VerifiedSeconds:  figures.Pair{Rollout: round(v.allVerified[0].Seconds(), 2), Upgrade: round(v.allVerified[1].Seconds(), 2)},
+			FailoverRequests: v.failover,
+		}
+		for _, c := range v.steady {
+			out.Verification.SteadyRequests += c
+		}
 	}
 	for i, w := range r.steady {
 		out.Steady = append(out.Steady, figures.Window{Calls: w.total() + conflicts(w), ListWatch: r.steadyInformer[i].total()})

@@ -21,12 +21,24 @@
 // and compares each one's memory with the single process's. Every run ends
 // with a failover: the processes are stopped and new ones started, timed
 // until every model was reconciled, which must write nothing.
+// OPENMED_SCALE_VERIFY=on runs each N once more with models that declare a
+// golden request (spec.verification): the stand-in then plays the
+// kubelet's readiness too (each pod gets a loopback IP of a range reserved
+// as pkg/minicluster reserves its clusters', its containers turn ready once
+// its readiness probe answers, the pod Ready once the operator's readiness
+// gate passes), e2e/internal/modelserver serves each pod on its IP, and the
+// run asserts the calls of verified rollouts by kind (the status writes of
+// the wait for the verdicts and the pods asked again counted from what a
+// watch of the models and the pods' servers saw), every new pod verified,
+// and no call and no request to a pod in the steady windows and the
+// failover; OPENMED_SCALE_VERIFY=only runs that alone.
 // OPENMED_SCALE_JSON=FILE writes every run's figures to FILE
 // (e2e/scale/figures), from which the docs' tables are generated.
 package scale_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -53,9 +65,11 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
+	"github.com/openmed/openmed-operator/e2e/internal/modelserver"
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/minicluster"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 )
@@ -70,6 +84,8 @@ const (
 
 	steadyWindows = 3
 	workers       = 8
+	// podsPerModel is the replicas of every model and Deployment.
+	podsPerModel = 2
 )
 
 // The calls of each phase per model, by kind, asserted exactly; a write the
@@ -91,6 +107,16 @@ var (
 	upgradeCalls = map[string]int{"create configmaps": 1, "patch openmedmodels/status": 2, "patch deployments": 1,
 		"create events": 2}
 	bakeCalls = map[string]int{"patch openmedmodels/status": 1, "create events": 1, "list pods": 1}
+	// verifyCalls are what a phase adds when the model declares a golden
+	// request: each new pod's verdict, written by server-side apply on
+	// pods/status once the pod answered. The status writes of the wait
+	// for the verdicts (the Deployment controller's counts, Verifying
+	// naming the pod waited for, RolloutInProgress once its verdict is
+	// in) depend on whether a pass finds the two pods waiting together or
+	// one after the other, and are counted from what the model watch saw
+	// (waitStatuses); a pod asked again is counted apart
+	// (verification.askedAgain).
+	verifyCalls = map[string]int{"patch pods/status": 2}
 )
 
 // raceAllowance bounds, per phase of n models, the two outcomes of a race
@@ -103,7 +129,9 @@ var (
 // most 6 of 1,000 models Baking before their pods. The bound is 2% of the
 // models, at least 2: a small run may meet the race twice, while a
 // regression that writes through conflicts or stops waking on pods meets it
-// for (nearly) every model, 50 times the bound.
+// for (nearly) every model, 50 times the bound. With the golden request it
+// bounds a third: ReplicaSets read by a pass that saw a new pod before the
+// ReplicaSet store saw its ReplicaSet.
 func raceAllowance(n int) int { return max(2, n/50) }
 
 // steadyWindow is how long each steady-state window lasts:
@@ -115,21 +143,42 @@ var steadyWindow = func() time.Duration {
 	return 15 * time.Second
 }()
 
+// variant is one run's models: with the bake guard, or declaring a golden
+// request (without the bake guard: once its pods are verified, nothing is
+// asked).
+type variant struct{ bake, verify bool }
+
 // variants are the runs for each N: OPENMED_SCALE_BAKE=both (the default:
-// without the bake guard, then with it), off or on.
-func variants(t *testing.T) []bool {
+// without the bake guard, then with it), off or on; then, with
+// OPENMED_SCALE_VERIFY=on, the run with the golden request (only: that one
+// alone).
+func variants(t *testing.T) []variant {
 	if !withPods(t) {
-		return []bool{false}
+		if v := os.Getenv("OPENMED_SCALE_VERIFY"); v != "" && v != "off" {
+			t.Fatalf("OPENMED_SCALE_VERIFY=%s needs pods (OPENMED_SCALE_PODS=on)", v)
+		}
+		return []variant{{}}
 	}
+	var out []variant
 	switch v := os.Getenv("OPENMED_SCALE_BAKE"); v {
 	case "", "both":
-		return []bool{false, true}
+		out = []variant{{}, {bake: true}}
 	case "off":
-		return []bool{false}
+		out = []variant{{}}
 	case "on":
-		return []bool{true}
+		out = []variant{{bake: true}}
 	default:
 		t.Fatalf("OPENMED_SCALE_BAKE=%q: want both, off or on", v)
+	}
+	switch v := os.Getenv("OPENMED_SCALE_VERIFY"); v {
+	case "", "off":
+		return out
+	case "on":
+		return append(out, variant{verify: true})
+	case "only":
+		return []variant{{verify: true}}
+	default:
+		t.Fatalf("OPENMED_SCALE_VERIFY=%q: want off, on or only", v)
 		return nil
 	}
 }
@@ -165,6 +214,8 @@ type config struct {
 	n    int
 	bake bool
 	pods bool
+	// verify is whether the models declare a golden request.
+	verify bool
 	// unowned is how many Deployments no model targets sit beside the n.
 	unowned int
 	// shards is how many operator processes split the models.
@@ -173,6 +224,9 @@ type config struct {
 
 func (c config) String() string {
 	s := fmt.Sprintf("N=%d bake=%t", c.n, c.bake)
+	if c.verify {
+		s += " verify=on"
+	}
 	if !c.pods {
 		s += " pods=off"
 	}
@@ -218,8 +272,9 @@ func TestScale(t *testing.T) {
 	var records []figures.Run
 	for _, n := range sizes(t) {
 		var plain result
-		for _, bake := range variants(t) {
-			cfg := config{n: n, bake: bake, pods: pods, shards: 1}
+		for _, v := range variants(t) {
+			bake := v.bake
+			cfg := config{n: n, bake: bake, pods: pods, verify: v.verify, shards: 1}
 			r := run(t, bin, cfg)
 			fmt.Print(r.table())
 			check(t, r)
@@ -253,16 +308,21 @@ func TestScale(t *testing.T) {
 				fmt.Printf("%s: with the models' part split exactly, each shard would hold %.0f%% of one process (its fixed part %.1f MiB whole); 60%% needs a fixed part of at most %.1f MiB at this N (a bare controller-runtime manager holds %.1f MiB)\n",
 					cfg, 100*(p+float64(shards-1)*fixed)/float64(shards)/p, fixed/(1<<20), (0.6*float64(shards)-1)/float64(shards-1)*p/(1<<20), float64(r.floor.rss)/(1<<20))
 			}
-			if !bake {
+			switch {
+			case cfg.verify:
+				if plain.cfg.n != 0 {
+					// Each phase verifies podsPerModel pods per model.
+					fmt.Printf("\nN=%d, two pods per Deployment, each verified once per phase: operator CPU per pod verified %.2f / %.2f ms (rollout / upgrade; %+.2f / %+.2f ms against the run without the golden request); peak RSS %.1f MiB, %+.1f MiB against it (%+.1f KiB per pod of a phase)\n",
+						n, r.cpuRollout*1000/podsPerModel, r.cpuUpgrade*1000/podsPerModel, (r.cpuRollout-plain.cpuRollout)*1000/podsPerModel, (r.cpuUpgrade-plain.cpuUpgrade)*1000/podsPerModel,
+						float64(r.peakRSS)/(1<<20), float64(r.peakRSS-plain.peakRSS)/(1<<20), float64(r.peakRSS-plain.peakRSS)/1024/float64(podsPerModel*n))
+				}
+			case !bake:
 				plain = r
 				results = append(results, r)
-				continue
+			case plain.cfg.n != 0:
+				fmt.Printf("\nN=%d, two pods per Deployment: peak RSS %.1f MiB with the bake guard (its pod store), %.1f MiB without: %+.1f%%\n",
+					n, float64(r.peakRSS)/(1<<20), float64(plain.peakRSS)/(1<<20), pct(r.peakRSS, plain.peakRSS))
 			}
-			if plain.cfg.n == 0 {
-				continue
-			}
-			fmt.Printf("\nN=%d, two pods per Deployment: peak RSS %.1f MiB with the bake guard (its pod store), %.1f MiB without: %+.1f%%\n",
-				n, float64(r.peakRSS)/(1<<20), float64(plain.peakRSS)/(1<<20), pct(r.peakRSS, plain.peakRSS))
 		}
 	}
 	if len(results) > 1 {
@@ -285,7 +345,7 @@ func pctF(a, b float64) float64 { return 100 * (a/b - 1) }
 func check(t *testing.T, r result) {
 	t.Helper()
 	n, bake := r.cfg.n, r.cfg.bake
-	for _, p := range []struct {
+	for i, p := range []struct {
 		name   string
 		calls  phaseCalls
 		want   map[string]int
@@ -294,6 +354,27 @@ func check(t *testing.T, r result) {
 		want := map[string]int{}
 		for k, c := range p.want {
 			want[k] = c * n
+		}
+		if r.cfg.verify {
+			for k, c := range verifyCalls {
+				want[k] += c * n
+			}
+			// A pod asked again (a pass that read it before its
+			// verdict reached the pod store planned it again, after
+			// the verifier had finished with it) gets its verdict
+			// written again.
+			want["patch pods/status"] += r.verification.askedAgain[i]
+			want["patch openmedmodels/status"] += waitStatuses(r.verification.statuses[i])
+			// A pass that saw a new pod before the ReplicaSet store
+			// saw the pod's ReplicaSet (two watches the run cannot
+			// order; the stand-in creates the pods right after it)
+			// reads the ReplicaSet once from the API server.
+			if rs := p.calls.byKind["get replicasets"]; rs > 0 {
+				want["get replicasets"] = rs
+				if rs > raceAllowance(n) {
+					t.Errorf("%s %s: %d ReplicaSets read, more than the %d the race allows", r.cfg, p.name, rs, raceAllowance(n))
+				}
+			}
 		}
 		if bake {
 			for k, c := range bakeCalls {
@@ -351,12 +432,112 @@ func check(t *testing.T, r result) {
 	if want := map[bool]int{true: n}[bake]; r.baked != want {
 		t.Errorf("%s: %d models seen Baking, want %d", r.cfg, r.baked, want)
 	}
+	if r.cfg.verify {
+		checkVerification(t, r)
+	}
 	for _, e := range r.crossShard {
 		t.Errorf("%s: %s", r.cfg, e)
 	}
 	for _, e := range r.owners {
 		t.Errorf("%s: %s", r.cfg, e)
 	}
+}
+
+// checkVerification asserts what the pods saw of the golden request: in
+// each phase every new pod verified and asked, none more than twice (the
+// pass that finds a pod's containers ready asks it; one that read the pod
+// before its verdict reached the pod store asks it again), the statuses of
+// the wait within their bounds, and no request of any kind in the steady
+// windows and the failover, when every pod is verified and no bake runs.
+func checkVerification(t *testing.T, r result) {
+	t.Helper()
+	v, pods := r.verification, podsPerModel*r.cfg.n
+	for i, phase := range []string{"first rollout", "upgrade"} {
+		if v.verified[i] != pods {
+			t.Errorf("%s %s: %d pods verified, want %d (two per model)", r.cfg, phase, v.verified[i], pods)
+		}
+		if v.golden[i]-v.askedAgain[i] != pods || v.maxAsks[i] > 2 {
+			t.Errorf("%s %s: the pods received %d golden requests, %d beyond one per pod, one pod %d: want every new pod asked, none more than twice",
+				r.cfg, phase, v.golden[i], v.askedAgain[i], v.maxAsks[i])
+		}
+		// The pass that asks the first pod writes Verifying, naming
+		// it. Each further status of the wait follows a change of one
+		// of the new pods (its containers ready: Verifying names it;
+		// its verdict: the next pod or RolloutInProgress; its Ready:
+		// the Deployment controller's counts) or the controller's
+		// first report of the rollout: at most three per pod and one.
+		for model, seen := range v.statuses[i] {
+			if c, w := count(seen, v1alpha1.VerifyingReason), waitStatuses(map[string][]seenStatus{model: seen}); c < 1 || w > 3*podsPerModel+1 {
+				var msgs []string
+				for _, s := range seen {
+					msgs = append(msgs, fmt.Sprintf("%s %q", s.reason, s.message))
+				}
+				t.Errorf("%s %s: model %s wrote %d statuses of the wait, %d Verifying (%s); want at least one Verifying, at most %d",
+					r.cfg, phase, model, w, c, strings.Join(msgs, " → "), 3*podsPerModel+1)
+			}
+		}
+	}
+	for i, c := range v.steady {
+		if c != 0 {
+			t.Errorf("%s steady window %d: the pods received %d requests, want 0", r.cfg, i+1, c)
+		}
+	}
+	if v.failover != 0 {
+		t.Errorf("%s failover: the pods received %d requests, want 0", r.cfg, v.failover)
+	}
+}
+
+// waitStatuses are the status writes, among those the model watch saw in
+// a phase (per model), of a rollout's wait for its pods' verdicts, which
+// a rollout whose pods are Ready at once does not make: RolloutStarted
+// again (the Deployment controller reported the rollout under way, with
+// its counts, before any pod was ready), each Verifying (a pass found a
+// pod ready but for its verdict, and names it, with the controller's
+// counts) and each RolloutInProgress (a verdict, or a pod's Ready in the
+// controller's counts, changed the summary).
+func waitStatuses(statuses map[string][]seenStatus) int {
+	n := 0
+	for _, seen := range statuses {
+		n += max(0, count(seen, v1alpha1.RolloutStartedReason)-1) + count(seen, v1alpha1.VerifyingReason) + count(seen, v1alpha1.RolloutInProgressReason)
+	}
+	return n
+}
+
+// count is how many of seen have Reconciling reason.
+func count(seen []seenStatus, reason string) int {
+	n := 0
+	for _, s := range seen {
+		if s.reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// sequences prints how many models went through each sequence of
+// statuses (by Reconciling reason, "-" for none), most common first.
+func sequences(statuses map[string][]seenStatus) string {
+	seen := map[string]int{}
+	for _, ss := range statuses {
+		var parts []string
+		for _, s := range ss {
+			r := s.reason
+			if r == "" {
+				r = "-"
+			}
+			parts = append(parts, r)
+		}
+		seen[strings.Join(parts, " → ")]++
+	}
+	keys := slices.Collect(maps.Keys(seen))
+	sort.Slice(keys, func(i, j int) bool {
+		return seen[keys[i]] > seen[keys[j]] || seen[keys[i]] == seen[keys[j]] && keys[i] < keys[j]
+	})
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%d × %s", seen[k], k))
+	}
+	return strings.Join(out, "; ")
 }
 
 // result is what one run measured.
@@ -422,6 +603,26 @@ type result struct {
 	// writesAs are the identities the writes to Deployments and ConfigMaps
 	// were made as ("" for the operator's own), with their counts.
 	writesAs map[string]int
+	// verification is what the pods saw of the golden request
+	// (cfg.verify).
+	verification verification
+}
+
+// verification is, per phase (first rollout, upgrade), the pods verified,
+// the golden requests the pods received, and the time from the phase's
+// first write until its last pod was verified; and the requests of any
+// kind the pods received in each steady window and in the failover.
+type verification struct {
+	verified, golden [2]int
+	// askedAgain are the golden requests beyond one per pod, maxAsks
+	// the most one pod received.
+	askedAgain, maxAsks [2]int
+	allVerified         [2]time.Duration
+	// statuses are, per model, the statuses the model watch saw written
+	// in the phase.
+	statuses [2]map[string][]seenStatus
+	steady   []int
+	failover int
 }
 
 func (r result) table() string {
@@ -432,6 +633,9 @@ func (r result) table() string {
 		guard = fmt.Sprintf("with the bake guard, bakeSeconds %d", scaleBake)
 	}
 	shape := "two pods per Deployment"
+	if r.cfg.verify {
+		shape = "two pods per Deployment verified by a golden request over HTTP"
+	}
 	if !r.cfg.pods {
 		shape = "no pods"
 	}
@@ -456,6 +660,13 @@ func (r result) table() string {
 	fmt.Fprintf(&b, "%-34s %s\n", "writes to Deployments, ConfigMaps", strings.Join(as, ", "))
 	for i, w := range r.steady {
 		fmt.Fprintf(&b, "%-34s %d calls, %d list/watch\n", fmt.Sprintf("steady state %d (%s)", i+1, steadyWindow), w.total(), r.steadyInformer[i].total())
+	}
+	if r.cfg.verify {
+		v := r.verification
+		fmt.Fprintf(&b, "%-34s rollout %d pods verified, %d golden requests (%d asked again), all verified in %s; upgrade %d, %d (%d), %s; requests in the steady windows %v, in the failover %d\n",
+			"the golden request", v.verified[0], v.golden[0], v.askedAgain[0], v.allVerified[0].Round(time.Millisecond),
+			v.verified[1], v.golden[1], v.askedAgain[1], v.allVerified[1].Round(time.Millisecond), v.steady, v.failover)
+		fmt.Fprintf(&b, "%-34s rollout %s\n%-34s upgrade %s\n", "  statuses written (Reconciling)", sequences(v.statuses[0]), "", sequences(v.statuses[1]))
 	}
 	fmt.Fprintf(&b, "%-34s %d of %d models seen Baking (before their pods: %v); pods read by %v over the whole process\n", "the bake", r.baked, n, r.noPods, r.podReads)
 	informer := r.informer.describe(1) + " (per run, not per model)"
@@ -635,6 +846,28 @@ func run(t *testing.T, bin string, cfg config) result {
 		sc = sc.WithPods()
 	}
 	defer sc.Stop()
+	var fleet *modelserver.Fleet
+	var pw *podWatch
+	if cfg.verify {
+		// The pods' IPs are loopback addresses of a range no cluster on
+		// the machine takes meanwhile; each pod is served on its IP.
+		prefix, lock, err := minicluster.ReservePodRange()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Close()
+		sc = sc.WithPodIPs(t, prefix)
+		if fleet, err = modelserver.Start(ctx, cl.Env.Config, modelserver.Options{Namespace: namespace}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := fleet.Close(); err != nil {
+				t.Error(err)
+			}
+		}()
+		pw = newPodWatch(t, c)
+		defer pw.stop()
+	}
 	parallel(t, n, func(i int) error {
 		return client.WithFieldOwner(c, "helm").Create(ctx, deployment(name(i)))
 	})
@@ -684,6 +917,9 @@ func run(t *testing.T, bin string, cfg config) result {
 		if cfg.bake {
 			m.Spec.RolloutStrategy.BakeSeconds = ptr.To[int32](scaleBake)
 		}
+		if cfg.verify {
+			m.Spec.Verification = goldenRequest()
+		}
 		return c.Create(ctx, m)
 	})
 	mw.waitReady(t, n, v1)
@@ -696,6 +932,10 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.passesRollout = (passesOf(t, ops) - passes0) / float64(n)
 	r.wokenRollout = perModel(wokenOf(t, ops), woken0, n)
 	r.rollout, _ = calls(t, cl, t0, t1)
+	if cfg.verify {
+		pw.phase(&r.verification, 0, fleet, t0, t1)
+		r.verification.statuses[0] = mw.seen(t0, t1)
+	}
 
 	// Steady state.
 	var windows [][2]time.Time
@@ -712,6 +952,9 @@ func run(t *testing.T, bin string, cfg config) result {
 		r.watchesBefore = append(r.watchesBefore, before.byKind)
 		r.steady = append(r.steady, w)
 		r.steadyInformer = append(r.steadyInformer, wi)
+		if cfg.verify {
+			r.verification.steady = append(r.verification.steady, total(pw.requests(fleet, win[0], win[1], nil)))
+		}
 	}
 
 	// Upgrade.
@@ -737,6 +980,10 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.passesUpgrade = (passesOf(t, ops) - passes1) / float64(n)
 	r.wokenUpgrade = perModel(wokenOf(t, ops), woken1, n)
 	r.upgrade, _ = calls(t, cl, t2, t3)
+	if cfg.verify {
+		pw.phase(&r.verification, 1, fleet, t2, t3)
+		r.verification.statuses[1] = mw.seen(t2, t3)
+	}
 	_, r.informer = calls(t, cl, started, t3)
 	r.podReads = map[string]int{}
 	whole := cl.Requests(t, time.Time{}, t3)
@@ -800,7 +1047,11 @@ func run(t *testing.T, bin string, cfg config) result {
 	r.failoverTime = time.Since(t4)
 	mark(cfg, "failed-over")
 	settle()
-	r.failover, r.failoverInformer = calls(t, cl, t4, time.Now())
+	t5 := time.Now()
+	r.failover, r.failoverInformer = calls(t, cl, t4, t5)
+	if cfg.verify {
+		r.verification.failover = total(pw.requests(fleet, t4, t5, nil))
+	}
 	for _, op := range ops {
 		r.failoverRSS = max(r.failoverRSS, harness.PeakRSS(t, op.PID()))
 	}
@@ -1100,7 +1351,7 @@ func deployment(name string) *appsv1.Deployment {
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{"helm.sh/chart": "openmed-service-0.3.0"}},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
+			Replicas: ptr.To[int32](podsPerModel),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -1124,10 +1375,118 @@ func model(i, shards int) *v1alpha1.OpenMedModel {
 	return &v1alpha1.OpenMedModel{
 		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), Labels: labels},
 		Spec: v1alpha1.OpenMedModelSpec{
-			Family: "PII", Version: v1, Tier: v1alpha1.TierSmall, Replicas: ptr.To[int32](2),
+			Family: "PII", Version: v1, Tier: v1alpha1.TierSmall, Replicas: ptr.To[int32](podsPerModel),
 			RolloutStrategy: v1alpha1.RolloutStrategy{Type: v1alpha1.RollingUpdateRolloutStrategyType},
 		},
 	}
+}
+
+// goldenRequest is the verification the models of a verified run
+// declare: the synthetic note's patient must be found, on the port the
+// stand-in's pods are served on.
+func goldenRequest() *v1alpha1.Verification {
+	return &v1alpha1.Verification{
+		Request: v1alpha1.VerificationRequest{
+			Port: intstr.FromInt32(modelserver.DefaultPort), Path: goldenPath,
+			Body: `{"text":"Patient John Smith, seen 2024-03-05.","model_name":"pii","confidence_threshold":0.5}`,
+		},
+		SuccessCondition: `response.code == 200 && response.json.entities.exists(e, e.label == "NAME" && e.text == "John Smith")`,
+	}
+}
+
+const goldenPath = "/pii/extract"
+
+// podWatch records, from a watch of the namespace's pods, every pod's
+// name and when it was first seen verified (its readiness gate's
+// condition True).
+type podWatch struct {
+	w        watch.Interface
+	mu       sync.Mutex
+	names    map[string]bool
+	verified map[string]time.Time
+	done     chan struct{}
+}
+
+func newPodWatch(t *testing.T, c client.WithWatch) *podWatch {
+	t.Helper()
+	w, err := c.Watch(context.Background(), &corev1.PodList{}, client.InNamespace(namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := &podWatch{w: w, names: map[string]bool{}, verified: map[string]time.Time{}, done: make(chan struct{})}
+	go func() {
+		defer close(pw.done)
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			pw.mu.Lock()
+			pw.names[p.Name] = true
+			if c := rollout.VerifiedCondition(p); c != nil && c.Status == corev1.ConditionTrue {
+				if _, seen := pw.verified[p.Name]; !seen {
+					pw.verified[p.Name] = now
+				}
+			}
+			pw.mu.Unlock()
+		}
+	}()
+	return pw
+}
+
+// phase records in v, as phase i, what the pods saw of a phase that began
+// at from and ended at to: the pods first seen verified in it, the time
+// from its start until the last of them, and the golden requests the pods
+// received (beyond one per pod, and the most one pod received).
+func (pw *podWatch) phase(v *verification, i int, f *modelserver.Fleet, from, to time.Time) {
+	pw.mu.Lock()
+	for _, at := range pw.verified {
+		if !at.Before(from) && at.Before(to) {
+			v.verified[i]++
+			v.allVerified[i] = max(v.allVerified[i], at.Sub(from))
+		}
+	}
+	pw.mu.Unlock()
+	for _, n := range pw.requests(f, from, to, func(r modelserver.Request) bool {
+		return r.Method == http.MethodPost && r.Path == goldenPath
+	}) {
+		v.golden[i] += n
+		v.askedAgain[i] += max(0, n-1)
+		v.maxAsks[i] = max(v.maxAsks[i], n)
+	}
+}
+
+// requests counts, per pod seen, the requests it received in [from, to)
+// that keep keeps (nil: every request); pods that received none are left
+// out.
+func (pw *podWatch) requests(f *modelserver.Fleet, from, to time.Time, keep func(modelserver.Request) bool) map[string]int {
+	pw.mu.Lock()
+	names := slices.Collect(maps.Keys(pw.names))
+	pw.mu.Unlock()
+	out := map[string]int{}
+	for _, name := range names {
+		for _, r := range f.Requests(name) {
+			if !r.Time.Before(from) && r.Time.Before(to) && (keep == nil || keep(r)) {
+				out[name]++
+			}
+		}
+	}
+	return out
+}
+
+// total is the sum of a count per pod.
+func total(perPod map[string]int) int {
+	n := 0
+	for _, c := range perPod {
+		n += c
+	}
+	return n
+}
+
+func (pw *podWatch) stop() {
+	pw.w.Stop()
+	<-pw.done
 }
 
 // parallel runs f for 0..n-1 on a few workers.
@@ -1171,7 +1530,19 @@ type modelWatch struct {
 	// version, those seen Baking without a Ready pod.
 	baking map[string]bool
 	noPods map[string]map[string]bool
-	done   chan struct{}
+	// statuses are, per model, the statuses the watch saw change (each
+	// a status write: the operator writes none that changes nothing);
+	// lastStatus is the status each model was last seen with.
+	statuses   map[string][]seenStatus
+	lastStatus map[string]string
+	done       chan struct{}
+}
+
+// seenStatus is a status the model watch saw: when, and the reason and
+// message of Reconciling ("" without it).
+type seenStatus struct {
+	at              time.Time
+	reason, message string
 }
 
 func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
@@ -1180,7 +1551,8 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 		t.Fatal(err)
 	}
 	mw := &modelWatch{w: w, ready: map[string]map[string]time.Time{}, becameReady: map[string]time.Time{}, wasReady: map[string]bool{},
-		baking: map[string]bool{}, noPods: map[string]map[string]bool{}, done: make(chan struct{})}
+		baking: map[string]bool{}, noPods: map[string]map[string]bool{}, statuses: map[string][]seenStatus{}, lastStatus: map[string]string{},
+		done: make(chan struct{})}
 	go func() {
 		defer close(mw.done)
 		for ev := range w.ResultChan() {
@@ -1190,7 +1562,16 @@ func newModelWatch(t *testing.T, c client.WithWatch) *modelWatch {
 			}
 			now := time.Now()
 			ready := apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) && m.Status.ObservedGeneration == m.Generation
+			status, _ := json.Marshal(m.Status)
 			mw.mu.Lock()
+			if string(status) != mw.lastStatus[m.Name] {
+				mw.lastStatus[m.Name] = string(status)
+				seen := seenStatus{at: now}
+				if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReconcilingCondition); c != nil {
+					seen.reason, seen.message = c.Reason, c.Message
+				}
+				mw.statuses[m.Name] = append(mw.statuses[m.Name], seen)
+			}
 			if c := apimeta.FindStatusCondition(m.Status.Conditions, v1alpha1.ReconcilingCondition); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.BakingReason {
 				mw.baking[m.Name] = true
 				// Ready keeps the bake's fixed message; Reconciling's
@@ -1249,6 +1630,22 @@ func (mw *modelWatch) bakedCount() (int, map[string]int) {
 		noPods[version] = len(models)
 	}
 	return len(mw.baking), noPods
+}
+
+// seen are, per model, the statuses seen change in [from, to), in
+// order.
+func (mw *modelWatch) seen(from, to time.Time) map[string][]seenStatus {
+	mw.mu.Lock()
+	defer mw.mu.Unlock()
+	out := map[string][]seenStatus{}
+	for name, seen := range mw.statuses {
+		for _, s := range seen {
+			if !s.at.Before(from) && s.at.Before(to) {
+				out[name] = append(out[name], s)
+			}
+		}
+	}
+	return out
 }
 
 func (mw *modelWatch) stop() {

@@ -1,12 +1,15 @@
 // Command scaletable writes the scale benchmark's figures into the docs:
-// it reads the File `make bench-scale` wrote (e2e/scale/figures) and
-// rewrites every generated block of the documents it is given
-// (<!-- BEGIN GENERATED: name --> … <!-- END GENERATED: name -->).
+// it rewrites every generated block of the documents it is given
+// (<!-- BEGIN GENERATED: name --> … <!-- END GENERATED: name -->) from the
+// File `make bench-scale` wrote that the block is rendered from
+// (e2e/scale/figures: docs/scale/results.json, or
+// docs/scale/verification.json for the golden request's block), read
+// under the repository's root.
 //
-//	go run ./hack/scaletable -json docs/scale/results.json docs/scale.md README.md
+//	go run ./hack/scaletable docs/scale.md README.md
 //
 // (`make docs-figures`; `make bench-scale` runs it after a run that wrote
-// the default file.) hack/docscheck fails when a block is not what this
+// one of those files.) hack/docscheck fails when a block is not what this
 // writes.
 package main
 
@@ -14,31 +17,29 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
 )
 
 func main() {
-	path := flag.String("json", figures.JSONPath, "the benchmark's figures")
+	root := flag.String("root", ".", "the repository's root, under which the figures' files are read")
 	flag.Parse()
-	if err := run(*path, flag.Args()); err != nil {
+	if err := run(*root, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "scaletable:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path string, docs []string) error {
-	f, err := figures.Read(path)
-	if err != nil {
-		return err
-	}
+func run(root string, docs []string) error {
+	read := func(path string) (*figures.File, error) { return figures.Read(filepath.Join(root, path)) }
 	for _, doc := range docs {
 		data, err := os.ReadFile(doc)
 		if err != nil {
 			return err
 		}
-		out, names, err := figures.Regenerate(string(data), f)
+		out, names, err := figures.Regenerate(string(data), read)
 		if err != nil {
 			return fmt.Errorf("%s: %w", doc, err)
 		}

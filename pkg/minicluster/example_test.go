@@ -53,3 +53,17 @@ func ExampleCluster_RESTConfig() {
 	}
 	fmt.Println(node.Name, node.Status.NodeInfo.KubeletVersion)
 }
+
+// A test that plays the kubelet itself gives its pods IPs from a range no
+// cluster on the machine uses while it holds it, and serves them on those
+// IPs (Linux routes all of 127.0.0.0/8 to lo).
+func ExampleReservePodRange() {
+	prefix, lock, err := minicluster.ReservePodRange()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Close()
+	first := prefix.Addr().Next()
+	fmt.Println(prefix.Bits(), prefix.Contains(first), first.IsLoopback())
+	// Output: 16 true true
+}

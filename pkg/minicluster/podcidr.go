@@ -86,6 +86,12 @@ func (c *Cluster) reservePodCIDR(ctx context.Context, l *launch) error {
 	return nil
 }
 
+// ReservePodRange reserves a pod range, 127.N.0.0/16, as a cluster does
+// when it starts, for a test that hands out pod IPs itself (a stand-in for
+// the kubelet on a bare API server): no cluster on this machine takes the
+// range until the returned Closer is closed or the process ends.
+func ReservePodRange() (netip.Prefix, io.Closer, error) { return reservePodRange(nil) }
+
 // reservePodRange locks a pod range that holds none of the addresses inUse.
 // The search starts at a random range, so that a range released by a
 // cluster that just stopped is seldom the next one taken: a test server

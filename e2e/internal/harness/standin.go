@@ -26,7 +26,8 @@ import (
 // generation it has not reported yet is reported after Delay, rolled out
 // and available, or, for a pod template whose manifest hash is in Failing,
 // as a rollout that exceeded its progress deadline while the old pods
-// serve. It remembers when it reported each generation.
+// serve. It remembers when it reported each generation. With WithPodIPs
+// the report waits for the new pods to be Ready, as the kubelet makes them.
 type StandIn struct {
 	// Delay is the longest wait before a report (uniform from 0); 0 reports
 	// at once.
@@ -38,12 +39,23 @@ type StandIn struct {
 	queues []chan *appsv1.Deployment
 	wg     sync.WaitGroup
 
+	// feeders are the watches that fill the queues (the Deployments',
+	// and the pods' of WithPodIPs); the queues close once all ended.
+	feeders sync.WaitGroup
+
 	mu       sync.Mutex
 	failing  map[string]bool
 	crashing map[string]bool
 	pods     bool
 	reported map[string]map[int64]time.Time
 	rnd      *rand.Rand
+	// kubelet plays the kubelet's readiness (WithPodIPs); nil creates
+	// the pods Ready.
+	kubelet *kubelet
+	// rolling holds, per Deployment, the generation the stand-in
+	// reported observed but not yet rolled out: its new pods are not
+	// all Ready (WithPodIPs).
+	rolling map[string]int64
 }
 
 // deploymentLabel marks the stand-in's pods with their Deployment.
@@ -57,24 +69,35 @@ func NewStandIn(t *testing.T, c client.WithWatch, ns string, workers int, delay 
 		t.Fatal(err)
 	}
 	s := &StandIn{Delay: delay, c: c, ns: ns, w: w, failing: map[string]bool{}, crashing: map[string]bool{}, reported: map[string]map[int64]time.Time{},
-		rnd: rand.New(rand.NewPCG(1, 2))}
+		rnd: rand.New(rand.NewPCG(1, 2)), rolling: map[string]int64{}}
 	for i := 0; i < workers; i++ {
 		q := make(chan *appsv1.Deployment, 4096)
 		s.queues = append(s.queues, q)
 		s.wg.Add(1)
 		go s.work(q)
 	}
+	s.feeders.Add(1)
 	go func() {
+		defer s.feeders.Done()
 		for ev := range w.ResultChan() {
 			if d, ok := ev.Object.(*appsv1.Deployment); ok && ev.Type != watch.Deleted && d.Generation > d.Status.ObservedGeneration {
-				s.queues[int(hash(d.Name))%len(s.queues)] <- d
+				s.enqueue(d)
 			}
 		}
+	}()
+	go func() {
+		s.feeders.Wait()
 		for _, q := range s.queues {
 			close(q)
 		}
 	}()
 	return s
+}
+
+// enqueue hands d to its worker: one worker per Deployment, so its
+// updates are made in order.
+func (s *StandIn) enqueue(d *appsv1.Deployment) {
+	s.queues[int(hash(d.Name))%len(s.queues)] <- d
 }
 
 // Fail makes every template with this manifest hash fail its rollout.
@@ -126,14 +149,37 @@ func (s *StandIn) work(q chan *appsv1.Deployment) {
 			if err := s.c.Get(context.Background(), client.ObjectKeyFromObject(d), live); err != nil {
 				return client.IgnoreNotFound(err)
 			}
-			if live.Status.ObservedGeneration >= live.Generation {
-				return nil
-			}
 			h := live.Spec.Template.Annotations[v1alpha1.ManifestHashAnnotation]
 			s.mu.Lock()
-			failing, pods, crash := s.failing[h], s.pods, s.crashing[h]
+			failing, pods, crash, kl, rolling := s.failing[h], s.pods, s.crashing[h], s.kubelet, s.rolling[live.Name] == live.Generation
 			s.mu.Unlock()
-			if pods && !failing {
+			reported := live.Status.ObservedGeneration >= live.Generation && !rolling
+			if pods && !failing && kl != nil {
+				// As the kubelet and the Deployment controller: the
+				// rollout is reported once every new pod is Ready, its
+				// readiness gates included; until then, observed and
+				// rolling. A reported rollout whose pod's gate turned
+				// False is rolling again.
+				done, status, err := s.rollPods(live, kl, rolling || reported)
+				switch {
+				case err != nil:
+					return err
+				case done && reported:
+					return nil
+				case !done:
+					s.mu.Lock()
+					s.rolling[live.Name] = live.Generation
+					s.mu.Unlock()
+					if counts(live.Status) == counts(status) {
+						return nil
+					}
+					live.Status = status
+					return s.c.Status().Update(context.Background(), live)
+				}
+			} else if reported {
+				return nil
+			}
+			if pods && !failing && kl == nil {
 				names, err := s.ensurePods(live)
 				if err != nil {
 					return err
@@ -151,6 +197,7 @@ func (s *StandIn) work(q chan *appsv1.Deployment) {
 				return err
 			}
 			s.mu.Lock()
+			delete(s.rolling, live.Name)
 			if s.reported[live.Name] == nil {
 				s.reported[live.Name] = map[int64]time.Time{}
 			}
@@ -185,13 +232,7 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 			return nil, err
 		}
 	}
-	short := strings.TrimPrefix(h, "sha256:")
-	short = short[:min(10, len(short))]
-	if short == "" {
-		// A template the operator has not pointed yet: one hash of its
-		// own, so the ReplicaSet's name ends in a letter or digit.
-		short = "unpointed"
-	}
+	short := shortHash(h)
 	owner, err := s.ensureReplicaSet(d, short)
 	if err != nil {
 		return nil, err
@@ -203,17 +244,7 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		if have[name] {
 			continue
 		}
-		// As the template's ReplicaSet names and labels its pods: the
-		// bake reads only the pods a ReplicaSet of the target controls.
-		labels := map[string]string{deploymentLabel: d.Name, appsv1.DefaultDeploymentUniqueLabelKey: short}
-		for k, v := range d.Spec.Template.Labels {
-			labels[k] = v
-		}
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations,
-				OwnerReferences: []metav1.OwnerReference{owner}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: d.Spec.Template.Spec.Containers[0].Name, Image: d.Spec.Template.Spec.Containers[0].Image}}},
-		}
+		pod := s.newPod(d, name, short, owner)
 		if err := s.c.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, err
 		}
@@ -228,6 +259,34 @@ func (s *StandIn) ensurePods(d *appsv1.Deployment) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// shortHash is the pod-template-hash the stand-in gives the template of
+// manifest hash h.
+func shortHash(h string) string {
+	short := strings.TrimPrefix(h, "sha256:")
+	short = short[:min(10, len(short))]
+	if short == "" {
+		// A template the operator has not pointed yet: one hash of its
+		// own, so the ReplicaSet's name ends in a letter or digit.
+		short = "unpointed"
+	}
+	return short
+}
+
+// newPod is the pod called name of d's template, as the template's ReplicaSet
+// (owner, pod-template-hash short) names and labels it: the bake reads
+// only the pods a ReplicaSet of the target controls.
+func (s *StandIn) newPod(d *appsv1.Deployment, name, short string, owner metav1.OwnerReference) *corev1.Pod {
+	labels := map[string]string{deploymentLabel: d.Name, appsv1.DefaultDeploymentUniqueLabelKey: short}
+	for k, v := range d.Spec.Template.Labels {
+		labels[k] = v
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name, Labels: labels, Annotations: d.Spec.Template.Annotations,
+			OwnerReferences: []metav1.OwnerReference{owner}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: d.Spec.Template.Spec.Containers[0].Name, Image: d.Spec.Template.Spec.Containers[0].Image}}},
+	}
 }
 
 // ensureReplicaSet creates, unless it exists, the ReplicaSet of d's
@@ -335,6 +394,12 @@ func (s *StandIn) LastReport(name string) time.Time {
 // Stop ends the stand-in and waits for its writers.
 func (s *StandIn) Stop() {
 	s.w.Stop()
+	s.mu.Lock()
+	kl := s.kubelet
+	s.mu.Unlock()
+	if kl != nil {
+		kl.pods.Stop()
+	}
 	s.wg.Wait()
 }
 

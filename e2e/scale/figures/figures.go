@@ -100,6 +100,41 @@ type Run struct {
 	MetricsBytes    int     `json:"metricsBytes"`
 	SamplesPerModel float64 `json:"samplesPerModel"`
 	EventsDropped   float64 `json:"eventsDropped"`
+
+	// Verification is the golden request's figures, for a run whose
+	// models declare one (spec.verification); nil for the others.
+	Verification *Verification `json:"verification,omitempty"`
+}
+
+// Verification is what the pods of a run saw of the golden request, and
+// what the phases' calls hold of it.
+type Verification struct {
+	// PodsVerified is how many pods were verified in each phase (two per
+	// model).
+	PodsVerified Counts `json:"podsVerified"`
+	// GoldenRequests are the golden requests the pods received in each
+	// phase; AskedAgain those beyond one per pod (a pass that read a pod
+	// before its verdict reached the operator's pod store asked it
+	// again), each with its verdict written again.
+	GoldenRequests Counts `json:"goldenRequests"`
+	AskedAgain     Counts `json:"askedAgain"`
+	// WaitStatuses are the status writes of each phase's wait for the
+	// verdicts (part of its patch openmedmodels/status), counted from
+	// what a watch of the models saw.
+	WaitStatuses Counts `json:"waitStatuses"`
+	// VerifiedSeconds is, for each phase, from its first write until
+	// every new pod was verified.
+	VerifiedSeconds Pair `json:"verifiedSeconds"`
+	// SteadyRequests are the requests of any kind the pods received in
+	// the steady windows, FailoverRequests during the failover.
+	SteadyRequests   int `json:"steadyRequests"`
+	FailoverRequests int `json:"failoverRequests"`
+}
+
+// Counts is a count of the first rollout and of the upgrade.
+type Counts struct {
+	Rollout int `json:"rollout"`
+	Upgrade int `json:"upgrade"`
 }
 
 // Phase is a phase's calls for models: by "verb resource[/subresource]",

@@ -12,11 +12,26 @@ import (
 // the repository's root; the docs' blocks are generated from it.
 const JSONPath = "docs/scale/results.json"
 
+// VerificationJSONPath is where the golden request's runs are kept, from
+// the repository's root: `make bench-scale N=100 BAKE=off VERIFY=on
+// BENCH_JSON=docs/scale/verification.json`, the same N without and with
+// the golden request.
+const VerificationJSONPath = "docs/scale/verification.json"
+
+// Renderer is a generated block: the File it is rendered from (its path
+// from the repository's root), and how.
+type Renderer struct {
+	Path   string
+	Render func(*File) (string, error)
+}
+
 // Renderers are the generated blocks, by name: the measured-figures table
-// of docs/scale.md and the one-row headline of README.md.
-var Renderers = map[string]func(*File) (string, error){
-	"scale-table":    Table,
-	"scale-headline": Headline,
+// of docs/scale.md, the one-row headline of README.md, and the golden
+// request's table of docs/scale.md.
+var Renderers = map[string]Renderer{
+	"scale-table":        {JSONPath, Table},
+	"scale-headline":     {JSONPath, Headline},
+	"scale-verification": {VerificationJSONPath, VerificationTable},
 }
 
 // Block markers: a generated block is the lines between a begin and an end
@@ -95,10 +110,11 @@ func Outside(doc string) (string, error) {
 	return stripSpans(doc, spans), nil
 }
 
-// Regenerate rewrites every generated block of doc from f and returns the
-// document and the names of the blocks it holds. A block no renderer
-// knows is an error.
-func Regenerate(doc string, f *File) (string, []string, error) {
+// Regenerate rewrites every generated block of doc from the File its
+// renderer names, which read returns (by its path from the repository's
+// root), and returns the document and the names of the blocks it holds. A
+// block no renderer knows is an error.
+func Regenerate(doc string, read func(path string) (*File, error)) (string, []string, error) {
 	spans, err := Spans(doc)
 	if err != nil {
 		return "", nil, err
@@ -107,11 +123,15 @@ func Regenerate(doc string, f *File) (string, []string, error) {
 	var names []string
 	last := 0
 	for _, s := range spans {
-		render, ok := Renderers[s.Name]
+		r, ok := Renderers[s.Name]
 		if !ok {
 			return "", nil, fmt.Errorf("no renderer for the generated block %s", s.Name)
 		}
-		content, err := render(f)
+		f, err := read(r.Path)
+		if err != nil {
+			return "", nil, fmt.Errorf("block %s: %w", s.Name, err)
+		}
+		content, err := r.Render(f)
 		if err != nil {
 			return "", nil, fmt.Errorf("block %s: %w", s.Name, err)
 		}
@@ -124,19 +144,26 @@ func Regenerate(doc string, f *File) (string, []string, error) {
 	return b.String(), names, nil
 }
 
-// note is the comment every block starts with.
-const note = "<!-- Written by `make docs-figures` from docs/scale/results.json, which `make bench-scale` writes. Do not edit. -->\n"
+// note is the comment every block rendered from the File at path starts
+// with.
+func note(path string) string {
+	return "<!-- Written by `make docs-figures` from " + path + ", which `make bench-scale` writes. Do not edit. -->\n"
+}
 
-// Command is the make invocation that reproduces f's settings.
-func (f *File) Command() string {
+// Command is the make invocation that reproduces f's settings, written to
+// path (BENCH_JSON when it is not the default).
+func (f *File) Command(path string) string {
 	parts := []string{"make bench-scale"}
 	for _, s := range []struct{ env, arg, def string }{
 		{"OPENMED_SCALE_N", "N", "100,1000"}, {"OPENMED_SCALE_PODS", "PODS", "on"}, {"OPENMED_SCALE_BAKE", "BAKE", "both"},
-		{"OPENMED_SCALE_UNOWNED", "UNOWNED", "0"}, {"OPENMED_SCALE_SHARDS", "SHARDS", "1"},
+		{"OPENMED_SCALE_VERIFY", "VERIFY", "off"}, {"OPENMED_SCALE_UNOWNED", "UNOWNED", "0"}, {"OPENMED_SCALE_SHARDS", "SHARDS", "1"},
 	} {
 		if v, ok := f.Settings[s.env]; ok && v != s.def && v != "" {
 			parts = append(parts, s.arg+"="+v)
 		}
+	}
+	if path != JSONPath {
+		parts = append(parts, "BENCH_JSON="+path)
 	}
 	cmd := strings.Join(parts, " ")
 	if v := f.Settings["OPENMED_SCALE_STEADY"]; v != "" {
@@ -148,11 +175,12 @@ func (f *File) Command() string {
 	return cmd
 }
 
-// provenance is the sentence that says where f's figures come from.
-func (f *File) provenance() string {
+// provenance is the sentence that says where f's figures, written to
+// path, come from.
+func (f *File) provenance(path string) string {
 	date, _, _ := strings.Cut(f.Date, "T")
 	return fmt.Sprintf("`%s`, one run on %s (%d CPUs, %s, kube-apiserver %s, etcd %s; %s in all)",
-		f.Command(), date, f.CPUs, f.Go, f.KubeAPIServer, f.Etcd, duration(f.Seconds))
+		f.Command(path), date, f.CPUs, f.Go, f.KubeAPIServer, f.Etcd, duration(f.Seconds))
 }
 
 // Table is docs/scale.md's block: every run of f, then the shards against
@@ -162,8 +190,8 @@ func Table(f *File) (string, error) {
 		return "", fmt.Errorf("no runs")
 	}
 	var b strings.Builder
-	b.WriteString(note)
-	fmt.Fprintf(&b, "Measured with %s; every figure below is in [`results.json`](scale/results.json).\n", f.provenance())
+	b.WriteString(note(JSONPath))
+	fmt.Fprintf(&b, "Measured with %s; every figure below is in [`results.json`](scale/results.json).\n", f.provenance(JSONPath))
 	b.WriteString("The API calls are the operator's requests for models, counted by the API server's audit log and asserted exactly; the rest is printed, never asserted.\n\n")
 	b.WriteString("| N | pods per Deployment | bake guard | operator processes | API calls per model: first rollout / upgrade / steady state | passes per model: rollout / upgrade | operator CPU per model: rollout / upgrade | peak RSS (once the caches synced, before any model) | create → all Ready (API server and etcd CPU) | upgrade → all Ready | failover: every model reconciled; calls for models; peak RSS |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
@@ -205,13 +233,13 @@ func Headline(f *File) (string, error) {
 		return "", fmt.Errorf("no runs")
 	}
 	var b strings.Builder
-	b.WriteString(note)
+	b.WriteString(note(JSONPath))
 	b.WriteString("| models | API calls per model: first rollout / upgrade / steady state | operator CPU per model: rollout / upgrade | operator peak RSS | create → all Ready |\n")
 	b.WriteString("| --- | --- | --- | --- | --- |\n")
 	fmt.Fprintf(&b, "| %s, %s, %s | %s (asserted exactly) | %s / %s ms | %s MiB | %s |\n",
 		thousands(r.N), r.podsPhrase(), r.guardPhrase(), r.CallsText(),
 		fixed(r.CPUMsPerModel.Rollout, 2), fixed(r.CPUMsPerModel.Upgrade, 2), fixed(r.PeakRSSMiB, 1), duration(r.CreateReadySeconds))
-	fmt.Fprintf(&b, "\nMeasured with %s.", f.provenance())
+	fmt.Fprintf(&b, "\nMeasured with %s.", f.provenance(JSONPath))
 	if strings.Contains(r.CallsText(), "(+") {
 		b.WriteString(" A count with (+k) had k calls more over the N models, each one the benchmark accounts for ([Scale](docs/scale.md#scale-benchmark-figures)).")
 	}
@@ -223,11 +251,14 @@ func (f *File) headlineRun() (Run, bool) {
 	var best Run
 	found := false
 	score := func(r Run) int {
-		s := r.N * 8
+		s := r.N * 16
 		if r.Shards <= 1 && r.Unowned == 0 {
-			s += 4
+			s += 8
 		}
 		if r.Pods {
+			s += 4
+		}
+		if r.Verification == nil {
 			s += 2
 		}
 		if r.BakeSeconds > 0 {
@@ -269,14 +300,20 @@ func perModel(total, n int) string {
 const extraNote = "A count with (+k) had k calls more than N times it in the whole phase, each one the benchmark accounts for and asserts: with the bake guard, a model seen `Baking` before its pod store saw its pods writes its status once more, and the pass after a status write answered 409 may read the version's pods once more.\n"
 
 func (r Run) podsText() string {
-	if r.Pods {
+	switch {
+	case r.Verification != nil:
+		return "2, verified"
+	case r.Pods:
 		return "2"
 	}
 	return "none"
 }
 
 func (r Run) podsPhrase() string {
-	if r.Pods {
+	switch {
+	case r.Verification != nil:
+		return "two pods per Deployment, each verified by the golden request"
+	case r.Pods:
 		return "two pods per Deployment"
 	}
 	return "no pods"
@@ -319,12 +356,16 @@ func (r Run) label() string {
 	if !r.Pods {
 		s += ", no pods"
 	}
+	if r.Verification != nil {
+		s += ", the golden request"
+	}
 	return s
 }
 
-// sameShape reports whether a and b differ only in what differs says.
+// sameShape reports whether a and b have the same models and Deployments:
+// pods, bake guard, golden request and unowned Deployments.
 func sameShape(a, b Run) bool {
-	return a.Pods == b.Pods && a.BakeSeconds == b.BakeSeconds && a.Unowned == b.Unowned
+	return a.Pods == b.Pods && a.BakeSeconds == b.BakeSeconds && (a.Verification == nil) == (b.Verification == nil) && a.Unowned == b.Unowned
 }
 
 func conflictsText(r Run) string {
@@ -386,7 +427,7 @@ func growthText(f *File) string {
 		if a.Shards > 1 {
 			continue
 		}
-		key := fmt.Sprintf("%t/%d/%d", a.Pods, a.BakeSeconds, a.Unowned)
+		key := fmt.Sprintf("%t/%d/%t/%d", a.Pods, a.BakeSeconds, a.Verification != nil, a.Unowned)
 		if seen[key] {
 			continue
 		}
