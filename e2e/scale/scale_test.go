@@ -26,7 +26,7 @@
 // kubelet's readiness too (each pod gets a loopback IP of a range reserved
 // as pkg/minicluster reserves its clusters', its containers turn ready once
 // its readiness probe answers, the pod Ready once the operator's readiness
-// gate passes), e2e/internal/modelserver serves each pod on its IP, and the
+// gate passes), pkg/localrun/modelserver serves each pod on its IP, and the
 // run asserts the calls of verified rollouts by kind (the status writes of
 // the wait for the verdicts and the pods asked again counted from what a
 // watch of the models and the pods' servers saw), every new pod verified,
@@ -65,10 +65,10 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/openmed/openmed-operator/e2e/internal/harness"
-	"github.com/openmed/openmed-operator/e2e/internal/modelserver"
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/localrun/modelserver"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
 	"github.com/openmed/openmed-operator/pkg/rollout"
 	"github.com/openmed/openmed-operator/pkg/testenv"
