@@ -64,7 +64,24 @@ type verifier struct {
 	mu   sync.Mutex
 	// busy are the pods queued or being asked.
 	busy map[types.NamespacedName]bool
+	// written are the verdicts this process wrote, by pod, until a pass
+	// shows the pod store has them: a pass that read the store before a
+	// verdict arrived plans its pod again, on a view older than the
+	// verdict, and is not served (a pod is asked once per verdict it
+	// needs). Entries older than writtenKept go.
+	written map[types.NamespacedName]writtenVerdict
 }
+
+// writtenVerdict is a verdict the verifier wrote: its lastProbeTime, and
+// when (this process's clock) it was written.
+type writtenVerdict struct {
+	probed metav1.Time
+	at     time.Time
+}
+
+// writtenKept is how long a written verdict is remembered: the pod store
+// shows it within milliseconds; a pod whose verdict it never shows is gone.
+const writtenKept = 2 * time.Minute
 
 // verifyJob is one pod to ask for one model.
 type verifyJob struct {
@@ -91,8 +108,9 @@ func newVerifier(writer client.Client, events kevents.EventRecorder, manager str
 			DisableKeepAlives: true,
 			DialContext:       (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 		}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		jobs: make(chan verifyJob, verifyQueue),
-		busy: map[types.NamespacedName]bool{},
+		jobs:    make(chan verifyJob, verifyQueue),
+		busy:    map[types.NamespacedName]bool{},
+		written: map[types.NamespacedName]writtenVerdict{},
 	}
 }
 
@@ -130,6 +148,13 @@ func (v *verifier) enqueue(model types.NamespacedName, uid types.UID, as string,
 		if v.busy[key] {
 			continue
 		}
+		if w, ok := v.written[key]; ok {
+			if p.Probed.Before(&w.probed) {
+				// Planned on a view older than the verdict written since.
+				continue
+			}
+			delete(v.written, key)
+		}
 		select {
 		case v.jobs <- verifyJob{model: model, uid: uid, as: as, spec: spec, pod: p}:
 			v.busy[key] = true
@@ -140,16 +165,29 @@ func (v *verifier) enqueue(model types.NamespacedName, uid types.UID, as string,
 	return true
 }
 
-func (v *verifier) done(key types.NamespacedName) {
+// done ends the work on the pod key; probed, unless zero, is the
+// lastProbeTime of the verdict written. Verdicts remembered longer than
+// writtenKept are forgotten.
+func (v *verifier) done(key types.NamespacedName, probed metav1.Time) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	delete(v.busy, key)
-	v.mu.Unlock()
+	now := time.Now()
+	for k, w := range v.written {
+		if now.Sub(w.at) > writtenKept {
+			delete(v.written, k)
+		}
+	}
+	if !probed.IsZero() {
+		v.written[key] = writtenVerdict{probed: probed, at: now}
+	}
 }
 
 // run asks one pod and writes its verdict.
 func (v *verifier) run(ctx context.Context, j verifyJob) {
 	key := types.NamespacedName{Namespace: j.model.Namespace, Name: j.pod.Pod}
-	defer v.done(key)
+	var probed metav1.Time
+	defer func() { v.done(key, probed) }()
 	log := ctrl.LoggerFrom(ctx).WithValues("OpenMedModel", j.model, "Pod", key.Name)
 	status, reason, message := v.ask(ctx, j)
 	if ctx.Err() != nil {
@@ -167,7 +205,7 @@ func (v *verifier) run(ctx context.Context, j verifyJob) {
 			case <-time.After(time.Duration(try) * time.Second):
 			}
 		}
-		if err = v.write(ctx, j, status, reason, message); err == nil {
+		if probed, err = v.write(ctx, j, status, reason, message); err == nil {
 			return
 		}
 		log.Error(err, "write the verdict of the golden request")
@@ -295,7 +333,7 @@ func reasonOf(err error) string {
 // write sets the pod's verified condition by server-side apply of that
 // one condition on pods/status, as the model's ServiceAccount: the
 // kubelet's conditions and anyone else's stay theirs.
-func (v *verifier) write(ctx context.Context, j verifyJob, status corev1.ConditionStatus, reason, message string) error {
+func (v *verifier) write(ctx context.Context, j verifyJob, status corev1.ConditionStatus, reason, message string) (metav1.Time, error) {
 	now := metav1.NewTime(v.clock()).Rfc3339Copy()
 	since := now
 	if j.pod.Was == status && !j.pod.Since.IsZero() {
@@ -315,9 +353,12 @@ func (v *verifier) write(ctx context.Context, j verifyJob, status corev1.Conditi
 		}}},
 	})
 	if err != nil {
-		return err
+		return metav1.Time{}, err
 	}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: j.model.Namespace, Name: j.pod.Pod}}
-	return v.writer.Status().Patch(writeAs(ctx, j.model.Namespace, j.as), pod, client.RawPatch(types.ApplyPatchType, body),
-		client.FieldOwner(v.manager), client.ForceOwnership)
+	if err := v.writer.Status().Patch(writeAs(ctx, j.model.Namespace, j.as), pod, client.RawPatch(types.ApplyPatchType, body),
+		client.FieldOwner(v.manager), client.ForceOwnership); err != nil {
+		return metav1.Time{}, err
+	}
+	return now, nil
 }

@@ -36,8 +36,12 @@ type PodVerification struct {
 	Pass bool
 	// Was is the status of the pod's verdict before ("" for none) and
 	// Since when it last changed: a verdict of the same status keeps it.
-	Was   corev1.ConditionStatus
-	Since metav1.Time
+	// Probed is the verdict's lastProbeTime (zero for none): the pass's
+	// view of the pod, which the reconciler compares with the verdicts it
+	// wrote since.
+	Was    corev1.ConditionStatus
+	Since  metav1.Time
+	Probed metav1.Time
 }
 
 // TemplateGated reports whether d's pod template carries the operator's
@@ -128,7 +132,7 @@ func (d *decider) verifications() {
 		}
 		pv := PodVerification{Pod: p.Name, IP: p.Status.PodIP, ManifestHash: hash, Pass: spec == nil}
 		if c != nil {
-			pv.Was, pv.Since = c.Status, c.LastTransitionTime
+			pv.Was, pv.Since, pv.Probed = c.Status, c.LastTransitionTime, c.LastProbeTime
 		}
 		if spec != nil {
 			pv.Port = resolvePort(p, spec.Request.Port.IntVal, spec.Request.Port.StrVal)
