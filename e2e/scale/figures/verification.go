@@ -35,7 +35,7 @@ func VerificationTable(f *File) (string, error) {
 			fixed(r.CPUMsPerModel.Rollout, 2), fixed(r.CPUMsPerModel.Upgrade, 2), fixed(r.PeakRSSMiB, 1),
 			duration(r.CreateReadySeconds), duration(r.UpgradeReadySeconds), duration(r.Failover.Seconds), r.Failover.Calls)
 	}
-	b.WriteString("\nWith the golden request, a phase's calls beyond N times a whole number are its status writes while the rollout waits for the verdicts (how many depends on whether a pass finds the two pods waiting together or one after the other; counted from a watch of the models), the verdicts written again for pods asked again (a pass that read a pod before its verdict reached the pod store), and ReplicaSets read by a pass that saw a new pod before the ReplicaSet store saw its ReplicaSet, each accounted for and asserted.\n\n")
+	b.WriteString("\nWith the golden request, a phase's calls beyond N times a whole number are its status writes while the rollout waits for the verdicts (how many depends on whether a pass finds the two pods waiting together or one after the other; counted from a watch of the models), and ReplicaSets read by a pass that saw a new pod before the ReplicaSet store saw its ReplicaSet, each accounted for and asserted.\n\n")
 	b.WriteString("| N | per model, rollout / upgrade: verdicts written (patch pods/status); status writes of the wait | golden requests, rollout / upgrade (of them asked again) | every new pod verified after: rollout / upgrade | requests to the pods: steady state; failover | operator CPU per pod verified: rollout / upgrade | against the run without the golden request: CPU per pod verified; peak RSS |\n")
 	b.WriteString("| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range verified {
