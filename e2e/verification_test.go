@@ -105,10 +105,18 @@ func watchPodTimes(t *testing.T, ns string) *podTimes {
 		pt.mu.Lock()
 		defer pt.mu.Unlock()
 		pt.hash[p.Name] = p.Annotations[v1alpha1.ManifestHashAnnotation]
+		first := func(at map[string]time.Time) {
+			if _, seen := at[p.Name]; !seen {
+				at[p.Name] = now
+			}
+		}
 		for _, c := range p.Status.Conditions {
-			seen := map[corev1.PodConditionType]map[string]time.Time{corev1.ContainersReady: pt.containersReady, corev1.PodReady: pt.ready}[c.Type]
-			if _, was := seen[p.Name]; seen != nil && c.Status == corev1.ConditionTrue && !was {
-				seen[p.Name] = now
+			switch {
+			case c.Status != corev1.ConditionTrue:
+			case c.Type == corev1.ContainersReady:
+				first(pt.containersReady)
+			case c.Type == corev1.PodReady:
+				first(pt.ready)
 			}
 		}
 	})

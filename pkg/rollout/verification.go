@@ -174,16 +174,13 @@ func resolvePort(p *corev1.Pod, number int32, name string) int32 {
 	return 0
 }
 
-// verificationFailure returns, for the version manifestHash, the oldest
-// pod whose verdict is a failure and the verdict's message; "" for none.
-func (d *decider) verificationFailure(manifestHash string) (pod, message string) {
+// oldestVerifiable is the oldest pod (by creation, then name) of the
+// version manifestHash that verifiable admits and match selects, or nil.
+func (d *decider) oldestVerifiable(manifestHash string, match func(*corev1.Pod) bool) *corev1.Pod {
 	var oldest *corev1.Pod
 	for i := range d.obs.Pods {
 		p := &d.obs.Pods[i]
-		if !d.verifiable(p, manifestHash) {
-			continue
-		}
-		if c := VerifiedCondition(p); c == nil || c.Status != corev1.ConditionFalse || c.Reason != v1alpha1.PodVerificationFailedReason {
+		if !d.verifiable(p, manifestHash) || !match(p) {
 			continue
 		}
 		if oldest == nil || p.CreationTimestamp.Before(&oldest.CreationTimestamp) ||
@@ -191,10 +188,20 @@ func (d *decider) verificationFailure(manifestHash string) (pod, message string)
 			oldest = p
 		}
 	}
-	if oldest == nil {
+	return oldest
+}
+
+// verificationFailure returns, for the version manifestHash, the oldest
+// pod whose verdict is a failure and the verdict's message; "" for none.
+func (d *decider) verificationFailure(manifestHash string) (pod, message string) {
+	p := d.oldestVerifiable(manifestHash, func(p *corev1.Pod) bool {
+		c := VerifiedCondition(p)
+		return c != nil && c.Status == corev1.ConditionFalse && c.Reason == v1alpha1.PodVerificationFailedReason
+	})
+	if p == nil {
 		return "", ""
 	}
-	return oldest.Name, Shorten(VerifiedCondition(oldest).Message, MaxRefusalMessage)
+	return p.Name, Shorten(VerifiedCondition(p).Message, MaxRefusalMessage)
 }
 
 // failedVerification fails the desired version's rollout (or bake) at
@@ -231,21 +238,11 @@ func (d *decider) verificationFailed(pod, message string) {
 // ready but for the gate and has no verdict yet: the one a rollout waits
 // on. "" for none.
 func (d *decider) verifyingPod(manifestHash string) string {
-	var oldest *corev1.Pod
-	for i := range d.obs.Pods {
-		p := &d.obs.Pods[i]
-		if !d.verifiable(p, manifestHash) || !containersReady(p) || VerifiedCondition(p) != nil {
-			continue
-		}
-		if oldest == nil || p.CreationTimestamp.Before(&oldest.CreationTimestamp) ||
-			(p.CreationTimestamp.Equal(&oldest.CreationTimestamp) && p.Name < oldest.Name) {
-			oldest = p
-		}
-	}
-	if oldest == nil {
+	p := d.oldestVerifiable(manifestHash, func(p *corev1.Pod) bool { return containersReady(p) && VerifiedCondition(p) == nil })
+	if p == nil {
 		return ""
 	}
-	return oldest.Name
+	return p.Name
 }
 
 // verifyingNote is what a rollout's or rollback's message adds while a
