@@ -335,8 +335,19 @@ bench-scale: testbin ## The scale benchmark: the operator process against a real
 	@case "$(abspath $(BENCH_JSON))" in "$(abspath $(BENCH_JSON_DEFAULT))"|"$(abspath $(BENCH_JSON_VERIFICATION))") $(MAKE) --no-print-directory docs-figures;; esac
 
 .PHONY: docs-figures
-docs-figures: ## Regenerate the scale tables of docs/scale.md and README.md from docs/scale/results.json and docs/scale/verification.json.
-	go run ./hack/scaletable docs/scale.md README.md
+docs-figures: ## Regenerate the scale tables of docs/scale.md and README.md from docs/scale/results.json and docs/scale/verification.json, and the waves of docs/fleet.md from docs/fleet/waves.json.
+	go run ./hack/scaletable docs/scale.md README.md docs/fleet.md
+
+# The fleet tests (TestFleetArgoCD, TestFleetFlux: three rings on two local
+# control planes) are part of `make test`; bench-fleet runs them alone and
+# writes their figures.
+FLEET_JSON := docs/fleet/waves.json
+
+.PHONY: bench-fleet
+bench-fleet: clusterbin fluxbin argocdbin ## Run the fleet tests (Argo CD's progressive syncs and Flux's dependsOn over three rings on two control planes) and write their time per wave to docs/fleet/waves.json, then docs/fleet.md's table.
+	@mkdir -p $(dir $(FLEET_JSON))
+	OPENMED_FLEET_JSON=$(abspath $(FLEET_JSON)) go test -count=1 -timeout 30m -v -run '^TestFleet' ./e2e/ | grep -v '^=== RUN'
+	$(MAKE) --no-print-directory docs-figures
 
 # MUTANTS="name ..." runs some of hack/mutants/mutants.tsv.
 MUTANTS ?=
@@ -384,13 +395,20 @@ ARGOCD := $(ARGOCD_DIR)/argocd
 export OPENMED_ARGOCD_DIR := $(ARGOCD_DIR)
 
 .PHONY: argocdbin
-argocdbin: $(ARGOCD) $(ARGOCD_DIR)/notifications-catalog.yaml redis ## Build Argo CD from its Go module into bin/ (cached) and make sure redis-server is installed.
+argocdbin: $(ARGOCD) $(ARGOCD_DIR)/notifications-catalog.yaml $(ARGOCD_DIR)/crds/applicationset-crd.yaml redis ## Build Argo CD from its Go module into bin/ (cached) and make sure redis-server is installed.
 
 # Argo CD's notification catalog as the module ships it (users install it
 # with kubectl apply); the suite's argocd-notifications-cm starts from it.
 $(ARGOCD_DIR)/notifications-catalog.yaml: $(ARGOCD_COPY)
 	@mkdir -p $(@D)
 	cp $(ARGOCD_SRC)/notifications_catalog/install.yaml $@
+
+# The ApplicationSet CRD as the module ships it (the fleet's progressive
+# syncs).
+$(ARGOCD_DIR)/crds/applicationset-crd.yaml:
+	@mkdir -p $(@D)
+	src="$$(go mod download -json github.com/argoproj/argo-cd/v3@$(ARGOCD_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p')"; \
+	cp "$$src"/manifests/crds/applicationset-crd.yaml $@.tmp && chmod u+w $@.tmp && mv $@.tmp $@
 
 $(ARGOCD): $(ARGOCD_COPY)
 	@mkdir -p $(@D)/crds

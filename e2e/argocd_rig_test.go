@@ -66,6 +66,8 @@ type argoRig struct {
 	passwords map[string]string
 	// receiver is the loopback webhook argocd-notifications posts to.
 	receiver *receiver
+	// repoServer is argocd-repo-server's address.
+	repoServer string
 }
 
 // The local accounts of examples/argocd/argocd-rbac-cm.yaml: one may run
@@ -101,6 +103,7 @@ func startArgoCD(t *testing.T) *argoRig {
 	waitListening(t, "redis", redisAddr)
 
 	repoAddr := freeAddr(t)
+	rig.repoServer = repoAddr
 	_, repoPort, _ := net.SplitHostPort(repoAddr)
 	rig.argocd(t, "argocd-repo-server", []string{"--address", "127.0.0.1", "--port", repoPort,
 		"--metrics-address", "127.0.0.1", "--metrics-port", freePort(t), "--redis", redisAddr, "--disable-tls", "--client-ca-path=",
@@ -133,6 +136,18 @@ func startArgoCD(t *testing.T) *argoRig {
 		})
 	}
 	return rig
+}
+
+// startApplicationSets starts argocd-applicationset-controller with
+// progressive syncs on, against the rig's repo server, its webhook, metrics
+// and probe listeners on loopback.
+func (r *argoRig) startApplicationSets(t *testing.T) {
+	t.Helper()
+	// The controller reads the kubeconfig from $KUBECONFIG (the
+	// manager's config), its namespace from --namespace.
+	r.argocd(t, "argocd-applicationset-controller", []string{"--namespace", argocdNamespace, "--enable-progressive-syncs",
+		"--argocd-repo-server", r.repoServer, "--repo-server-plaintext",
+		"--metrics-addr", freeAddr(t), "--probe-addr", freeAddr(t), "--webhook-addr", freeAddr(t), "--loglevel", "info"})
 }
 
 // configure writes Argo CD's settings: argocd-cm with the published health
@@ -192,7 +207,14 @@ func (r *argoRig) configure(t *testing.T) {
 			StringData: secretData},
 	} {
 		o.SetNamespace(argocdNamespace)
-		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		// Another test's Argo CD, stopped by now, may have left its own.
+		err := k8s.Create(ctx, o)
+		if apierrors.IsAlreadyExists(err) {
+			if err = k8s.Delete(ctx, o); err == nil {
+				err = k8s.Create(ctx, o)
+			}
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -564,11 +586,7 @@ type appState struct {
 func readApp(t *testing.T, name, model string) appState {
 	t.Helper()
 	u := application(t, name)
-	var s appState
-	s.sync, _, _ = unstructured.NestedString(u.Object, "status", "sync", "status")
-	s.revision, _, _ = unstructured.NestedString(u.Object, "status", "sync", "revision")
-	s.health, _, _ = unstructured.NestedString(u.Object, "status", "health", "status")
-	s.healthMessage, _, _ = unstructured.NestedString(u.Object, "status", "health", "message")
+	s := appStateOf(u)
 	s.operationStarted, _, _ = unstructured.NestedString(u.Object, "status", "operationState", "startedAt")
 	s.operationPhase, _, _ = unstructured.NestedString(u.Object, "status", "operationState", "phase")
 	resources, _, _ := unstructured.NestedSlice(u.Object, "status", "resources")
@@ -580,6 +598,17 @@ func readApp(t *testing.T, name, model string) appState {
 		s.modelHealth, _, _ = unstructured.NestedString(r, "health", "status")
 		s.modelMessage, _, _ = unstructured.NestedString(r, "health", "message")
 	}
+	return s
+}
+
+// appStateOf is what a version of an Application says of itself: sync and
+// health, and the revision it was compared with.
+func appStateOf(u *unstructured.Unstructured) appState {
+	var s appState
+	s.sync, _, _ = unstructured.NestedString(u.Object, "status", "sync", "status")
+	s.revision, _, _ = unstructured.NestedString(u.Object, "status", "sync", "revision")
+	s.health, _, _ = unstructured.NestedString(u.Object, "status", "health", "status")
+	s.healthMessage, _, _ = unstructured.NestedString(u.Object, "status", "health", "message")
 	return s
 }
 

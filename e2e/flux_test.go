@@ -515,7 +515,8 @@ func line(out, name string) string {
 // status as source-controller does (artifact, Ready, ArtifactInStorage, the
 // handled reconcile request).
 type gitSource struct {
-	url string
+	url  string
+	name string
 
 	mu       sync.Mutex
 	blobs    map[string][]byte
@@ -525,11 +526,17 @@ type gitSource struct {
 
 func startGitSource(t *testing.T) *gitSource {
 	t.Helper()
+	return startNamedGitSource(t, gitRepository)
+}
+
+// startNamedGitSource is startGitSource for the GitRepository name.
+func startNamedGitSource(t *testing.T, name string) *gitSource {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &gitSource{url: "http://" + ln.Addr().String(), blobs: map[string][]byte{}}
+	g := &gitSource{url: "http://" + ln.Addr().String(), name: name, blobs: map[string][]byte{}}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		g.mu.Lock()
 		blob, ok := g.blobs[strings.TrimPrefix(req.URL.Path, "/")]
@@ -568,7 +575,7 @@ func startGitSource(t *testing.T) *gitSource {
 		repo := &unstructured.Unstructured{}
 		repo.SetGroupVersionKind(gitRepositoryGVK)
 		repo.SetNamespace(fluxNamespace)
-		repo.SetName(gitRepository)
+		repo.SetName(g.name)
 		_ = k8s.Delete(context.Background(), repo)
 	})
 	return g
@@ -589,7 +596,7 @@ func (g *gitSource) publish(t *testing.T, tree map[string][]byte) string {
 	g.blobs[name] = blob
 	revision := "main@sha1:" + sha
 	g.artifact = map[string]any{
-		"path":           fmt.Sprintf("gitrepository/%s/%s/%s", fluxNamespace, gitRepository, name),
+		"path":           fmt.Sprintf("gitrepository/%s/%s/%s", fluxNamespace, g.name, name),
 		"url":            g.url + "/" + name,
 		"revision":       revision,
 		"digest":         "sha256:" + hex.EncodeToString(digest[:]),
@@ -617,7 +624,7 @@ func (g *gitSource) create(t *testing.T) {
 	}}
 	repo.SetGroupVersionKind(gitRepositoryGVK)
 	repo.SetNamespace(fluxNamespace)
-	repo.SetName(gitRepository)
+	repo.SetName(g.name)
 	if err := k8s.Create(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
@@ -632,7 +639,7 @@ func (g *gitSource) writeStatus(handled string) error {
 	ctx := context.Background()
 	repo := &unstructured.Unstructured{}
 	repo.SetGroupVersionKind(gitRepositoryGVK)
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: gitRepository}, repo); err != nil {
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: fluxNamespace, Name: g.name}, repo); err != nil {
 		return err
 	}
 	g.mu.Lock()
@@ -663,7 +670,7 @@ func (g *gitSource) writeStatus(handled string) error {
 func (g *gitSource) handleRequests() {
 	repo := &unstructured.Unstructured{}
 	repo.SetGroupVersionKind(gitRepositoryGVK)
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fluxNamespace, Name: gitRepository}, repo); err != nil {
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fluxNamespace, Name: g.name}, repo); err != nil {
 		return
 	}
 	requested := repo.GetAnnotations()["reconcile.fluxcd.io/requestedAt"]

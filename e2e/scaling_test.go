@@ -165,6 +165,10 @@ type faceSample struct {
 	// rv is the version's resourceVersion (the API server's etcd
 	// revision, which orders it with the Deployment's versions).
 	rv int64
+	// generation is the version's metadata.generation; retained the
+	// versions of its status.history (retained after their bake).
+	generation int64
+	retained   []string
 	// err says which face could not judge the version.
 	err string
 	// written is when the version's status was written: the newest time
@@ -242,6 +246,15 @@ func startFaceWatch(t *testing.T, ns string) *faceWatch {
 			}
 			smp.summary = fmt.Sprintf("resourceVersion %s Ready=%s %s", u.GetResourceVersion(), smp.ready, goFace.Message)
 			smp.rv, _ = strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+			smp.generation = u.GetGeneration()
+			history, _, _ := unstructured.NestedSlice(u.Object, "status", "history")
+			for _, item := range history {
+				if h, ok := item.(map[string]any); ok {
+					if v, ok := h["version"].(string); ok {
+						smp.retained = append(smp.retained, v)
+					}
+				}
+			}
 			for _, e := range u.GetManagedFields() {
 				if e.Subresource == "status" && e.Time != nil && e.Time.After(smp.written) {
 					smp.written = e.Time.Time

@@ -15,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -132,36 +133,11 @@ func setUp() error {
 	operatorBinary = filepath.Join(workDir, "openmed-operator")
 	demoBinary = filepath.Join(workDir, "openmed-demo")
 
-	model, err := exampleModel()
-	if err != nil {
+	var err error
+	if cluster, err = startControlPlane(ctx); err != nil {
 		return err
 	}
-	brokenHash, err := localrun.ManifestHashOf(model, brokenVersion)
-	if err != nil {
-		return err
-	}
-	crashingHash, err := localrun.ManifestHashOf(model, crashingVersion)
-	if err != nil {
-		return err
-	}
-	cluster, err = minicluster.Start(ctx, minicluster.Config{
-		NeverReady:      minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
-		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{crashingHash}, After: crashAfter},
-	})
-	if err != nil {
-		return err
-	}
-	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return err
-		}
-	}
-	// The tests poll many objects in parallel; client-go's default 5 QPS
-	// would make them observe late, not the operator act late.
-	cfg := cluster.RESTConfig()
-	cfg.QPS, cfg.Burst = 100, 200
-	if k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme}); err != nil {
+	if k8s, err = newClient(cluster.RESTConfig()); err != nil {
 		return err
 	}
 	bundle, err := localrun.InstallBundle(ctx, k8s, filepath.Join(kustomize.Dir(), kustomize.DefaultOverlay))
@@ -180,6 +156,42 @@ func setUp() error {
 	// whole cluster; the operators tests start for themselves do not.
 	shared, err = startOperator(ctx, "shared", "!"+operatorLabel, bundleNamespace)
 	return err
+}
+
+// startControlPlane starts a local control plane whose kwok keeps the
+// pods of brokenVersion never Ready and restarts those of crashingVersion
+// crashAfter after they became Ready.
+func startControlPlane(ctx context.Context) (*minicluster.Cluster, error) {
+	model, err := exampleModel()
+	if err != nil {
+		return nil, err
+	}
+	brokenHash, err := localrun.ManifestHashOf(model, brokenVersion)
+	if err != nil {
+		return nil, err
+	}
+	crashingHash, err := localrun.ManifestHashOf(model, crashingVersion)
+	if err != nil {
+		return nil, err
+	}
+	return minicluster.Start(ctx, minicluster.Config{
+		NeverReady:      minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
+		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{crashingHash}, After: crashAfter},
+	})
+}
+
+// newClient is a client of the cluster cfg reaches, with the suite's
+// types. The tests poll many objects in parallel; client-go's default 5
+// QPS would make them observe late, not the operator act late.
+func newClient(cfg *rest.Config) (client.WithWatch, error) {
+	scheme := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 }
 
 // launchOperator starts an operator for the models matching selector and

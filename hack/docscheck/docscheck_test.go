@@ -58,6 +58,7 @@ func TestReadmeLength(t *testing.T) {
 var requiredBlocks = map[string][]string{
 	"README.md":     {"scale-headline"},
 	"docs/scale.md": {"scale-table", "scale-verification"},
+	"docs/fleet.md": {"fleet-waves"},
 }
 
 // TestGeneratedBlocksUpToDate renders every generated block of the docs

@@ -3,13 +3,13 @@
 // (<!-- BEGIN GENERATED: name --> … <!-- END GENERATED: name -->) from the
 // File `make bench-scale` wrote that the block is rendered from
 // (e2e/scale/figures: docs/scale/results.json, or
-// docs/scale/verification.json for the golden request's block), read
-// under the repository's root.
+// docs/scale/verification.json for the golden request's block, or
+// docs/fleet/waves.json for the fleet's), read under the repository's root.
 //
-//	go run ./hack/scaletable docs/scale.md README.md
+//	go run ./hack/scaletable docs/scale.md README.md docs/fleet.md
 //
-// (`make docs-figures`; `make bench-scale` runs it after a run that wrote
-// one of those files.) hack/docscheck fails when a block is not what this
+// (`make docs-figures`; `make bench-scale` and `make bench-fleet` run it
+// after a run that wrote one of those files.) hack/docscheck fails when a block is not what this
 // writes.
 package main
 

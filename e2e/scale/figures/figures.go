@@ -32,6 +32,8 @@ type File struct {
 	// Seconds is the wall time of the whole benchmark.
 	Seconds float64 `json:"seconds"`
 	Runs    []Run   `json:"runs"`
+	// Fleet are the fleet's runs, one per engine (FleetJSONPath).
+	Fleet []FleetRun `json:"fleet,omitempty"`
 }
 
 // Run is one run: one shape, measured from an empty cluster to the

@@ -32,6 +32,7 @@ var Renderers = map[string]Renderer{
 	"scale-table":        {JSONPath, Table},
 	"scale-headline":     {JSONPath, Headline},
 	"scale-verification": {VerificationJSONPath, VerificationTable},
+	"fleet-waves":        {FleetJSONPath, FleetTable},
 }
 
 // Block markers: a generated block is the lines between a begin and an end

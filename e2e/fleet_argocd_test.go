@@ -1,0 +1,336 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/openmed/openmed-operator/e2e/scale/figures"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/testenv"
+)
+
+var applicationSetGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationSet"}
+
+// ringLabel is the Application label the published RollingSync steps
+// select.
+const ringLabel = "openmed.ai/ring"
+
+// TestFleetArgoCD rolls model versions through three rings with a real Argo
+// CD — application controller, repo server, API server, notifications and
+// the ApplicationSet controller with progressive syncs — and the published
+// examples/fleet/argocd: ring 1 on the suite's cluster, rings 2 and 3 on a
+// second control plane registered with Argo CD, one Application per ring
+// from one ApplicationSet, RollingSync steps by ring. A healthy version
+// committed once is synced to ring 1, bakes, then ring 2, then ring 3: each
+// ring's sync starts (its operation state) only after the ring before
+// retained the version after its bake (its model's history); ring 1's model
+// is Progressing in every health face from the first stored version of the
+// new spec until its bake ended. A version that fails its bake in ring 1 is
+// rolled back there, its Application is Degraded and pages once, the
+// ApplicationSet keeps the step at ring 1, and rings 2 and 3 are never
+// synced: their Deployments stay as they were over several
+// reconciliations. A revert resumes the fleet.
+func TestFleetArgoCD(t *testing.T) {
+	requireCluster(t)
+	began := time.Now()
+	run := figures.FleetRun{Engine: "Argo CD", BakeSeconds: fleetBakeSeconds, HeldReconciliations: 3}
+	var waves []wave
+	var committedAt time.Time
+	const operator = "fleet-argocd"
+	rem := startRemote(t, operator)
+	rig := startArgoCD(t)
+	rig.startApplicationSets(t)
+	op, err := launchOperator(context.Background(), operator, operatorLabel+"="+operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Kill() })
+	rings := fleetRings(t, rem)
+	for _, r := range rings {
+		createRingTarget(t, r)
+	}
+	ctx := context.Background()
+
+	// The second cluster registered with Argo CD as clusters.yaml does it,
+	// with its client certificate; rings 2 and 3 are two namespaces of it
+	// here, two clusters in the example, so its first Secret serves both.
+	server := rem.cluster.RESTConfig().Host
+	secrets, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "fleet", "argocd", "clusters.yaml"))
+	if err != nil || len(secrets) == 0 {
+		t.Fatalf("examples/fleet/argocd/clusters.yaml: %v", err)
+	}
+	tls := rem.cluster.RESTConfig().TLSClientConfig
+	config, err := json.Marshal(map[string]any{"tlsClientConfig": map[string]any{
+		"insecure": false,
+		"caData":   base64.StdEncoding.EncodeToString(tls.CAData),
+		"certData": base64.StdEncoding.EncodeToString(tls.CertData),
+		"keyData":  base64.StdEncoding.EncodeToString(tls.KeyData),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clusterSecret := secrets[0]
+	if err := unstructured.SetNestedStringMap(clusterSecret.Object, map[string]string{"name": "second", "server": server, "config": string(config)}, "stringData"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, clusterSecret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), clusterSecret) })
+
+	const repo = "fleet"
+	url := rig.git.repo(t, repo)
+	rig.git.commit(t, repo, "openmed-service v1", fleetFiles(t, "models", v1, operator))
+	set := fleetApplicationSet(t, url, []string{"https://kubernetes.default.svc", server, server}, rings)
+	if err := k8s.Create(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	// Deleted while Argo CD runs; the Applications with it.
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), set)
+		for _, r := range rings {
+			app := &unstructured.Unstructured{}
+			app.SetGroupVersionKind(applicationGVK)
+			app.SetNamespace(argocdNamespace)
+			app.SetName("openmed-" + r.name)
+			_ = k8s.Delete(context.Background(), app)
+		}
+	})
+	apps := make([]string, len(rings))
+	for i, r := range rings {
+		apps[i] = "openmed-" + r.name
+	}
+	for _, r := range rings {
+		waitRingServing(t, r, v1, 3*time.Minute)
+	}
+	awaitApps(t, apps, "Synced and Healthy", func(s appState) bool { return s.sync == "Synced" && s.health == "Healthy" })
+
+	t.Run("healthy-version-ring-by-ring", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		appRec := record(t, k8s, applicationGVK, argocdNamespace)
+		faces := startFaceWatch(t, rings[0].ns)
+		before := fleetModel(t, rings[0]).Generation
+		committed := time.Now()
+		sha := rig.git.commit(t, repo, "openmed-service v2", fleetFiles(t, "models", v2, operator))
+		for _, r := range rings {
+			waitRingServing(t, r, v2, 5*time.Minute)
+		}
+		awaitApps(t, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
+			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
+		})
+		committedAt, waves = committed, w.waves(t, hashOf(t, v2), v2)
+		reportWaves(t, "argocd", committed, waves)
+		// Each ring's sync started (the Application's operation state)
+		// after the ring before retained v2 after its bake (the model's
+		// history): both the API servers' clocks, to the second.
+		for i := 1; i < len(rings); i++ {
+			started := syncStartedAt(t, appRec, apps[i], sha)
+			baked := retainedAt(fleetModel(t, rings[i-1]), v2)
+			if started.Before(baked) {
+				t.Errorf("%s's sync of %s started at %s, before %s retained %s after its bake (%s)", apps[i], sha[:8], started.Format(time.TimeOnly), rings[i-1], v2, baked.Format(time.TimeOnly))
+			}
+			t.Logf("%s retained %s at %s; %s's sync started at %s", rings[i-1].name, v2, baked.Format(time.TimeOnly), apps[i], started.Format(time.TimeOnly))
+		}
+		m := fleetModel(t, rings[0])
+		if n := progressingUntilBaked(t, faces.stop(t, m.ResourceVersion), before, v2); n < 2 {
+			t.Errorf("judged %d versions of ring 1's model after the spec changed, want the rollout's and the bake's", n)
+		}
+		// Argo CD's own verdict on those versions: ring 1's Application
+		// was never Healthy at the new revision before the model retained
+		// v2.
+		baked := w.models[0]
+		retained, _ := baked.first(modelName, hasRetained(v2))
+		for _, g := range appRec.all(apps[0]) {
+			s := appStateOf(g.obj)
+			if s.revision == sha && s.sync == "Synced" && s.health == "Healthy" && g.at.Before(retained.at) {
+				t.Errorf("%s was Synced and Healthy at %s at %s, before its model retained %s (%s): %s", apps[0], sha[:8], g.at.Format(time.StampMilli), v2, retained.at.Format(time.StampMilli), s)
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("failed-bake-halts-the-fleet", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		from := time.Now()
+		sha := rig.git.commit(t, repo, "openmed-service crashes", fleetFiles(t, "models", crashingVersion, operator))
+		r1 := rings[0]
+		// The engine's reaction, the rollout, the crash and the rollback.
+		testenv.Eventually(t, 4*time.Minute, "ring 1 rolled back to "+v2, func() (bool, string) {
+			m := fleetModel(t, r1)
+			return m.Status.Phase == v1alpha1.PhaseRolledBack && m.Status.ActiveVersion == v2 &&
+				apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.StalledCondition), fmt.Sprintf("%s %s", m.Status.Phase, m.Status.ActiveVersion)
+		})
+		awaitApps(t, apps[:1], "Degraded at "+sha[:8], func(s appState) bool { return s.health == "Degraded" && s.revision == sha })
+		failed := time.Now()
+		// Several of Argo CD's reconciliations (each compares the
+		// Applications with Git) and the ApplicationSet controller's
+		// reactions to them.
+		time.Sleep(3 * reconciliation)
+		for i, r := range rings[1:] {
+			if got := templateHashes(w.templates[i+1]); len(got) != 1 || got[0] != hashOf(t, v2) {
+				t.Errorf("%s: pod templates %v after ring 1 failed, want only %s's", r, got, v2)
+			}
+			if m := fleetModel(t, r); m.Spec.Version != v2 || m.Status.ActiveVersion != v2 {
+				t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, v2)
+			}
+			// OutOfSync with the commit (status.sync.revision is what it
+			// was compared with), its last sync still the one before.
+			app := application(t, apps[i+1])
+			s := appStateOf(app)
+			synced, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "syncResult", "revision")
+			if s.sync != "OutOfSync" || s.revision != sha || synced == sha {
+				t.Errorf("%s: %s, last synced %.8s; want OutOfSync with %.8s, never synced to it", apps[i+1], s, synced, sha)
+			}
+		}
+		// The ApplicationSet shows where the fleet stopped.
+		status := applicationStatus(t, "openmed-fleet")
+		for i, want := range []string{"Progressing", "Waiting", "Waiting"} {
+			if got := status[apps[i]]; got.status != want {
+				t.Errorf("applicationStatus of %s: %+v, want %s", apps[i], got, want)
+			}
+			t.Logf("applicationStatus %s: %+v", apps[i], status[apps[i]])
+		}
+		// One page, from ring 1.
+		eventually(t, "ring 1's degraded notification", func() (bool, string) {
+			n := rig.receiver.of(apps[0], "degraded", from)
+			return len(n) > 0, fmt.Sprintf("%d", len(n))
+		})
+		if n := rig.receiver.of(apps[0], "degraded", from); len(n) != 1 {
+			t.Errorf("%d degraded notifications of %s, want 1:\n%s", len(n), apps[0], notificationList(n))
+		}
+		for _, app := range apps[1:] {
+			if n := rig.receiver.of(app, "", from); len(n) != 0 {
+				t.Errorf("%d notifications of %s, want none:\n%s", len(n), app, notificationList(n))
+			}
+		}
+		run.HeldSeconds = time.Since(failed).Seconds()
+		t.Logf("failed version committed; ring 1 Degraded %s later; rings 2 and 3 held for %s more",
+			failed.Sub(from).Round(100*time.Millisecond), time.Since(failed).Round(100*time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	t.Run("revert-resumes", func(t *testing.T) {
+		reverted := time.Now()
+		sha := rig.git.commit(t, repo, "Revert openmed-service crashes", fleetFiles(t, "models", v2, operator))
+		awaitApps(t, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
+			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
+		})
+		for _, r := range rings {
+			waitRingServing(t, r, v2, time.Minute)
+		}
+		t.Logf("revert: every ring Synced and Healthy %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
+	})
+	run.TestSeconds = time.Since(began).Seconds()
+	writeFleetFigures(t, run, committedAt, waves)
+}
+
+// fleetApplicationSet is examples/fleet/argocd/applicationset.yaml as a
+// user edits it: the repository, each ring's server and namespace.
+func fleetApplicationSet(t *testing.T, repoURL string, servers []string, rings []ring) *unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(localrun.ExamplesDir(), "fleet", "argocd", "applicationset.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(data, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	generators, _, _ := unstructured.NestedSlice(u.Object, "spec", "generators")
+	elements, _, _ := unstructured.NestedSlice(generators[0].(map[string]any), "list", "elements")
+	if len(elements) != len(rings) {
+		t.Fatalf("applicationset.yaml: %d elements, want one per ring (%d)", len(elements), len(rings))
+	}
+	for i, e := range elements {
+		m := e.(map[string]any)
+		if m["ring"] != rings[i].name {
+			t.Fatalf("applicationset.yaml: element %d is %v, want %s", i, m["ring"], rings[i].name)
+		}
+		m["server"], m["namespace"] = servers[i], rings[i].ns
+	}
+	if err := unstructured.SetNestedSlice(generators[0].(map[string]any), elements, "list", "elements"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(u.Object, generators, "spec", "generators"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(u.Object, repoURL, "spec", "template", "spec", "source", "repoURL"); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// awaitApps waits until cond holds for each Application.
+func awaitApps(t *testing.T, apps []string, what string, cond func(appState) bool) {
+	t.Helper()
+	for _, app := range apps {
+		eventually(t, app+" "+what, func() (bool, string) {
+			s := readApp(t, app, modelName)
+			return cond(s), s.String()
+		})
+	}
+}
+
+// syncStartedAt is the startedAt of the Application's sync operation to
+// revision, from the recorded versions of it.
+func syncStartedAt(t *testing.T, rec *recorder, app, revision string) time.Time {
+	t.Helper()
+	for _, g := range rec.all(app) {
+		rev, _, _ := unstructured.NestedString(g.obj.Object, "status", "operationState", "operation", "sync", "revision")
+		started, _, _ := unstructured.NestedString(g.obj.Object, "status", "operationState", "startedAt")
+		if rev == revision && started != "" {
+			at, err := time.Parse(time.RFC3339, started)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return at
+		}
+	}
+	t.Fatalf("%s: no sync operation to %s recorded", app, revision)
+	return time.Time{}
+}
+
+// appSetEntry is one status.applicationStatus entry of an ApplicationSet.
+type appSetEntry struct {
+	status, message, step string
+}
+
+// applicationStatus reads the ApplicationSet's status.applicationStatus by
+// Application.
+func applicationStatus(t *testing.T, name string) map[string]appSetEntry {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(applicationSetGVK)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: argocdNamespace, Name: name}, u); err != nil {
+		t.Fatal(err)
+	}
+	items, _, _ := unstructured.NestedSlice(u.Object, "status", "applicationStatus")
+	out := map[string]appSetEntry{}
+	for _, item := range items {
+		m, _ := item.(map[string]any)
+		app, _ := m["application"].(string)
+		e := appSetEntry{}
+		e.status, _ = m["status"].(string)
+		e.message, _ = m["message"].(string)
+		e.step, _ = m["step"].(string)
+		out[app] = e
+	}
+	return out
+}

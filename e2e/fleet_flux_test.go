@@ -1,0 +1,353 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/openmed/openmed-operator/e2e/scale/figures"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
+	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/testenv"
+)
+
+// fluxFleetRequeue is kustomize-controller's --requeue-dependency in the
+// suite: how often a ring held by its dependency tries again.
+const fluxFleetRequeue = 5 * time.Second
+
+// fleetHeldReconciliations is how many times a held ring tries again while
+// the test watches its Deployment stay as it was.
+const fleetHeldReconciliations = 6
+
+// TestFleetFlux rolls model versions through three rings with Flux's real
+// kustomize-controller and notification-controller and the published
+// examples/fleet/flux: ring 1 on the suite's cluster, rings 2 and 3 on a
+// second control plane (spec.kubeConfig), each ring dependsOn the one
+// before, all from one GitRepository. A healthy version committed once
+// reaches ring 1, bakes there, then ring 2, then ring 3, each ring's
+// Deployment changing only after the ring before retained the version
+// after its bake; ring 1's model is Progressing in every health face from
+// the first stored version of the new spec until its bake ended. A version
+// that fails its bake in ring 1 is rolled back there; rings 2 and 3 wait
+// on ring 1 (DependencyNotReady) and their Deployments stay as they were
+// over several of their reconciliations; the failure is delivered once. A
+// revert resumes the fleet.
+func TestFleetFlux(t *testing.T) {
+	requireCluster(t)
+	began := time.Now()
+	run := figures.FleetRun{Engine: "Flux", BakeSeconds: fleetBakeSeconds, HeldReconciliations: fleetHeldReconciliations}
+	var waves []wave
+	var committedAt time.Time
+	const operator = "fleet-flux"
+	rem := startRemote(t, operator)
+	rig := startFlux(t)
+	op, err := launchOperator(context.Background(), operator, operatorLabel+"="+operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Kill() })
+	rings := fleetRings(t, rem)
+	for _, r := range rings {
+		createRingTarget(t, r)
+	}
+	ctx := context.Background()
+
+	// The second cluster's kubeconfig, as a user puts it in flux-system,
+	// for rings 2 and 3 (two namespaces of it here, two clusters in the
+	// example).
+	kubeconfig, err := os.ReadFile(rem.cluster.KubeconfigPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ring-2-kubeconfig", "ring-3-kubeconfig"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fluxNamespace}, Data: map[string][]byte{"value": kubeconfig}}
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
+	}
+	for _, u := range fleetFluxObjects(t, "alerts.yaml", rig.receiver.url, nil) {
+		if err := k8s.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), u) })
+	}
+
+	src := startNamedGitSource(t, "openmed-fleet")
+	rev := src.publish(t, fleetFiles(t, "models", v1, operator))
+	src.create(t)
+	kss := fleetFluxObjects(t, "rings.yaml", "", rings)
+	for _, u := range kss {
+		createdKustomization(t, u)
+	}
+	for _, r := range rings {
+		waitRingServing(t, r, v1, 3*time.Minute)
+	}
+	for _, u := range kss {
+		rig.waitKustomization(t, u.GetName(), "Ready at "+rev, func(ks *unstructured.Unstructured) bool {
+			return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev
+		})
+	}
+	ringKs := func(i int) string { return kss[i].GetName() }
+
+	// A healthy version, committed once, goes ring by ring.
+	t.Run("healthy-version-ring-by-ring", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		ksRec := record(t, k8s, kustomizationGVK, fluxNamespace)
+		faces := startFaceWatch(t, rings[0].ns)
+		before := fleetModel(t, rings[0]).Generation
+		committed := time.Now()
+		rev = src.publish(t, fleetFiles(t, "models", v2, operator))
+		for _, r := range rings {
+			waitRingServing(t, r, v2, 4*time.Minute)
+		}
+		rig.waitKustomization(t, ringKs(2), "Ready at "+rev, func(ks *unstructured.Unstructured) bool {
+			return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev
+		})
+		committedAt, waves = committed, w.waves(t, hashOf(t, v2), v2)
+		reportWaves(t, "flux", committed, waves)
+		// Ring 1's model read right after kustomize-controller applied the
+		// new spec, and every version after it until the bake ended: never
+		// a Healthy from the previous version.
+		m := fleetModel(t, rings[0])
+		if n := progressingUntilBaked(t, faces.stop(t, m.ResourceVersion), before, v2); n < 2 {
+			t.Errorf("judged %d versions of ring 1's model after the spec changed, want the rollout's and the bake's", n)
+		}
+		// While ring 1 rolled out and baked, ring 2 said it waits on it.
+		want := fmt.Sprintf("dependency '%s/%s'", fluxNamespace, ringKs(0))
+		if _, ok := ksRec.first(ringKs(1), func(u *unstructured.Unstructured) bool {
+			c := readyCondition(u)
+			return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady" && strings.Contains(c.Message, want)
+		}); !ok {
+			t.Errorf("%s never said it waits on %s (DependencyNotReady, %q)", ringKs(1), ringKs(0), want)
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// A version that fails its bake in ring 1 never reaches rings 2 and 3.
+	t.Run("failed-bake-halts-the-fleet", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		rev = src.publish(t, fleetFiles(t, "models", crashingVersion, operator))
+		committed := time.Now()
+		r1 := rings[0]
+		// The engine's reaction, the rollout, the crash and the rollback.
+		testenv.Eventually(t, 4*time.Minute, "ring 1 rolled back to "+v2, func() (bool, string) {
+			m := fleetModel(t, r1)
+			return m.Status.Phase == v1alpha1.PhaseRolledBack && m.Status.ActiveVersion == v2 &&
+				apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.StalledCondition), fmt.Sprintf("%s %s", m.Status.Phase, m.Status.ActiveVersion)
+		})
+		ks1 := rig.waitKustomization(t, ringKs(0), "failed at "+rev, func(ks *unstructured.Unstructured) bool {
+			c := readyCondition(ks)
+			return c.Status == metav1.ConditionFalse && c.Reason == "HealthCheckFailed" && lastAttempted(ks) == rev
+		})
+		if msg, want := readyCondition(ks1).Message, fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", r1.ns, modelName); !strings.Contains(msg, want) {
+			t.Errorf("%s: %q, want the failure naming %s", ringKs(0), msg, want)
+		}
+		failed := time.Now()
+		// Rings 2 and 3 try again every fluxFleetRequeue; their
+		// Deployments stay as they were all along.
+		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
+		for i, r := range rings[1:] {
+			if got := templateHashes(w.templates[i+1]); len(got) != 1 || got[0] != hashOf(t, v2) {
+				t.Errorf("%s: pod templates %v after ring 1 failed, want only %s's", r, got, v2)
+			}
+			if m := fleetModel(t, r); m.Spec.Version != v2 || m.Status.ActiveVersion != v2 {
+				t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, v2)
+			}
+		}
+		for i := 1; i < 3; i++ {
+			ks := rig.waitKustomization(t, ringKs(i), "held by "+ringKs(i-1), func(ks *unstructured.Unstructured) bool {
+				c := readyCondition(ks)
+				return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady"
+			})
+			c := readyCondition(ks)
+			if want := fmt.Sprintf("dependency '%s/%s' is not ready", fluxNamespace, ringKs(i-1)); c.Message != want {
+				t.Errorf("%s: Ready=False %q, want %q", ringKs(i), c.Message, want)
+			}
+			if lastApplied(ks) == rev {
+				t.Errorf("%s applied %s", ringKs(i), rev)
+			}
+			t.Logf("%s: Ready=%s %s %q, applied %s", ringKs(i), c.Status, c.Reason, c.Message, lastApplied(ks))
+		}
+		// The failure is delivered once; the held rings' info events are
+		// not errors.
+		ksFailed := func(e eventv1.Event) bool {
+			return e.InvolvedObject.Kind == "Kustomization" && e.Severity == eventv1.EventSeverityError
+		}
+		rig.receiver.wait(t, "ring 1's failure", ksFailed)
+		if n := rig.receiver.count(ksFailed); n != 1 {
+			t.Errorf("%d error deliveries, want 1 (ring 1's failure):\n%s", n, rig.receiver.dump())
+		}
+		run.HeldSeconds = time.Since(failed).Seconds()
+		t.Logf("failed version committed; ring 1 rolled back and its Kustomization failed %s later; rings 2 and 3 held for %s more",
+			failed.Sub(committed).Round(100*time.Millisecond), time.Since(failed).Round(100*time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Reverting the commit resumes the fleet.
+	t.Run("revert-resumes", func(t *testing.T) {
+		rev = src.publish(t, fleetFiles(t, "models", v2, operator))
+		reverted := time.Now()
+		for _, u := range kss {
+			rig.waitKustomization(t, u.GetName(), "Ready at "+rev, func(ks *unstructured.Unstructured) bool {
+				return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev
+			})
+		}
+		for _, r := range rings {
+			waitRingServing(t, r, v2, time.Minute)
+		}
+		t.Logf("revert: every ring Ready at the new revision %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	// kustomize-controller with a dependency Ready at an older revision:
+	// ring 1 suspended (it stays Ready at the revision it applied), a new
+	// commit. Ring 2, which reads the same source, waits for ring 1 to
+	// apply it; a Kustomization that reads another source, or that states
+	// a readyExpr, does not.
+	t.Run("dependency-ready-at-an-older-revision", func(t *testing.T) {
+		older := rev
+		rig.flux(t, 0, "suspend", "kustomization", ringKs(0), "-n", fluxNamespace)
+		rig.waitKustomization(t, ringKs(0), "suspended, Ready at "+older, func(ks *unstructured.Unstructured) bool {
+			return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == older && ks.GetGeneration() == observedGeneration(ks)
+		})
+		// A mirror of the repository: the same commits under another
+		// GitRepository.
+		mirror := startNamedGitSource(t, "openmed-fleet-mirror")
+		mirror.publish(t, fleetFiles(t, "models", v2, operator))
+		mirror.create(t)
+		probeNs := newNamespace(t)
+		probe := func(name, source, readyExpr string) *unstructured.Unstructured {
+			dep := map[string]any{"name": ringKs(0)}
+			if readyExpr != "" {
+				dep["readyExpr"] = readyExpr
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+				"interval": "10m", "prune": true, "path": "./models", "targetNamespace": probeNs,
+				"sourceRef": map[string]any{"kind": "GitRepository", "name": source},
+				"dependsOn": []any{dep},
+			}}}
+			u.SetGroupVersionKind(kustomizationGVK)
+			u.SetNamespace(fluxNamespace)
+			u.SetName(name)
+			return u
+		}
+		onlyReady := "dep.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')"
+		probes := []*unstructured.Unstructured{
+			probe("probe-ready-expr", src.name, onlyReady),
+			probe("probe-other-source", mirror.name, ""),
+		}
+		newer := src.publish(t, fleetFiles(t, "models", v2, operator))
+		mirrored := mirror.publish(t, fleetFiles(t, "models", v2, operator))
+		for _, u := range probes {
+			createdKustomization(t, u)
+		}
+		ks := rig.waitKustomization(t, ringKs(1), "held: ring 1 at "+older, func(ks *unstructured.Unstructured) bool {
+			c := readyCondition(ks)
+			return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady" && lastAttempted(ks) != newer
+		})
+		want := fmt.Sprintf("dependency '%s/%s' revision is not up to date", fluxNamespace, ringKs(0))
+		if c := readyCondition(ks); c.Message != want {
+			t.Errorf("%s held with %q, want %q", ringKs(1), c.Message, want)
+		}
+		for u, at := range map[*unstructured.Unstructured]string{probes[0]: newer, probes[1]: mirrored} {
+			rig.waitKustomization(t, u.GetName(), "applied "+at+" past ring 1 at "+older, func(ks *unstructured.Unstructured) bool {
+				return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == at
+			})
+		}
+		if ks := rig.waitKustomization(t, ringKs(0), "still at "+older, func(*unstructured.Unstructured) bool { return true }); lastApplied(ks) != older {
+			t.Fatalf("ring 1 applied %s while suspended", lastApplied(ks))
+		}
+		ks = rig.waitKustomization(t, ringKs(1), "still held", func(*unstructured.Unstructured) bool { return true })
+		if lastApplied(ks) == newer {
+			t.Errorf("%s applied %s while ring 1 was at %s", ringKs(1), newer, older)
+		}
+		t.Logf("ring 1 Ready at the older revision: %s %q; a readyExpr and another source went past it", ringKs(1), readyCondition(ks).Message)
+		// Resumed, ring 1 applies the commit and the rings follow.
+		rig.flux(t, 0, "resume", "kustomization", ringKs(0), "-n", fluxNamespace, "--timeout", "2m")
+		for _, u := range kss {
+			rig.waitKustomization(t, u.GetName(), "Ready at "+newer, func(ks *unstructured.Unstructured) bool {
+				return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == newer
+			})
+		}
+	})
+	run.TestSeconds = time.Since(began).Seconds()
+	writeFleetFigures(t, run, committedAt, waves)
+}
+
+// fleetFluxObjects reads a file of examples/fleet/flux as a user edits it:
+// the Provider's address pointed at receiverURL; each ring's
+// targetNamespace set to its namespace (rings 2 and 3 share the second
+// control plane here).
+func fleetFluxObjects(t *testing.T, name, receiverURL string, rings []ring) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), "fleet", "flux", name))
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("examples/fleet/flux/%s: %v", name, err)
+	}
+	var ks []*unstructured.Unstructured
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Provider":
+			if err := unstructured.SetNestedField(u.Object, receiverURL, "spec", "address"); err != nil {
+				t.Fatal(err)
+			}
+		case "Kustomization":
+			ks = append(ks, u)
+		}
+	}
+	if rings != nil {
+		if len(ks) != len(rings) {
+			t.Fatalf("examples/fleet/flux/%s: %d Kustomizations, want one per ring (%d)", name, len(ks), len(rings))
+		}
+		for i, u := range ks {
+			if err := unstructured.SetNestedField(u.Object, rings[i].ns, "spec", "targetNamespace"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return objs
+}
+
+// createdKustomization creates u and deletes it when the test ends, while
+// kustomize-controller still runs, so it prunes what it applied.
+func createdKustomization(t *testing.T, u *unstructured.Unstructured) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), u); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := k8s.Delete(context.Background(), u); err != nil {
+			return
+		}
+		eventually(t, "Kustomization "+u.GetName()+" gone", func() (bool, string) {
+			got := &unstructured.Unstructured{}
+			got.SetGroupVersionKind(kustomizationGVK)
+			err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), got)
+			return err != nil, fmt.Sprint(err)
+		})
+	})
+}
+
+// observedGeneration is a Flux object's status.observedGeneration.
+func observedGeneration(u *unstructured.Unstructured) int64 {
+	g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	return g
+}
