@@ -10,16 +10,13 @@ import (
 	"testing"
 	"time"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
-	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
-	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 var applicationSetGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationSet"}
@@ -50,18 +47,9 @@ func TestFleetArgoCD(t *testing.T) {
 	var waves []wave
 	var committedAt time.Time
 	const operator = "fleet-argocd"
-	rem := startRemote(t, operator)
+	rem, rings := startFleet(t, operator)
 	rig := startArgoCD(t)
 	rig.startApplicationSets(t)
-	op, err := launchOperator(context.Background(), operator, operatorLabel+"="+operator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = op.Kill() })
-	rings := fleetRings(t, rem)
-	for _, r := range rings {
-		createRingTarget(t, r)
-	}
 	ctx := context.Background()
 
 	// The second cluster registered with Argo CD as clusters.yaml does it,
@@ -169,32 +157,22 @@ func TestFleetArgoCD(t *testing.T) {
 		from := time.Now()
 		sha := rig.git.commit(t, repo, "openmed-service crashes", fleetFiles(t, "models", crashingVersion, operator))
 		r1 := rings[0]
-		// The engine's reaction, the rollout, the crash and the rollback.
-		testenv.Eventually(t, 4*time.Minute, "ring 1 rolled back to "+v2, func() (bool, string) {
-			m := fleetModel(t, r1)
-			return m.Status.Phase == v1alpha1.PhaseRolledBack && m.Status.ActiveVersion == v2 &&
-				apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.StalledCondition), fmt.Sprintf("%s %s", m.Status.Phase, m.Status.ActiveVersion)
-		})
+		waitRolledBack(t, r1, v2)
 		awaitApps(t, apps[:1], "Degraded at "+sha[:8], func(s appState) bool { return s.health == "Degraded" && s.revision == sha })
 		failed := time.Now()
 		// Several of Argo CD's reconciliations (each compares the
 		// Applications with Git) and the ApplicationSet controller's
 		// reactions to them.
 		time.Sleep(3 * reconciliation)
-		for i, r := range rings[1:] {
-			if got := templateHashes(w.templates[i+1]); len(got) != 1 || got[0] != hashOf(t, v2) {
-				t.Errorf("%s: pod templates %v after ring 1 failed, want only %s's", r, got, v2)
-			}
-			if m := fleetModel(t, r); m.Spec.Version != v2 || m.Status.ActiveVersion != v2 {
-				t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, v2)
-			}
+		checkHeld(t, w, v2)
+		for _, app := range apps[1:] {
 			// OutOfSync with the commit (status.sync.revision is what it
 			// was compared with), its last sync still the one before.
-			app := application(t, apps[i+1])
-			s := appStateOf(app)
-			synced, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "syncResult", "revision")
+			u := application(t, app)
+			s := appStateOf(u)
+			synced, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "syncResult", "revision")
 			if s.sync != "OutOfSync" || s.revision != sha || synced == sha {
-				t.Errorf("%s: %s, last synced %.8s; want OutOfSync with %.8s, never synced to it", apps[i+1], s, synced, sha)
+				t.Errorf("%s: %s, last synced %.8s; want OutOfSync with %.8s, never synced to it", app, s, synced, sha)
 			}
 		}
 		// The ApplicationSet shows where the fleet stopped.

@@ -11,15 +11,12 @@ import (
 
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
-	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
-	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // fluxFleetRequeue is kustomize-controller's --requeue-dependency in the
@@ -50,17 +47,8 @@ func TestFleetFlux(t *testing.T) {
 	var waves []wave
 	var committedAt time.Time
 	const operator = "fleet-flux"
-	rem := startRemote(t, operator)
+	rem, rings := startFleet(t, operator)
 	rig := startFlux(t)
-	op, err := launchOperator(context.Background(), operator, operatorLabel+"="+operator)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = op.Kill() })
-	rings := fleetRings(t, rem)
-	for _, r := range rings {
-		createRingTarget(t, r)
-	}
 	ctx := context.Background()
 
 	// The second cluster's kubeconfig, as a user puts it in flux-system,
@@ -143,12 +131,7 @@ func TestFleetFlux(t *testing.T) {
 		rev = src.publish(t, fleetFiles(t, "models", crashingVersion, operator))
 		committed := time.Now()
 		r1 := rings[0]
-		// The engine's reaction, the rollout, the crash and the rollback.
-		testenv.Eventually(t, 4*time.Minute, "ring 1 rolled back to "+v2, func() (bool, string) {
-			m := fleetModel(t, r1)
-			return m.Status.Phase == v1alpha1.PhaseRolledBack && m.Status.ActiveVersion == v2 &&
-				apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.StalledCondition), fmt.Sprintf("%s %s", m.Status.Phase, m.Status.ActiveVersion)
-		})
+		waitRolledBack(t, r1, v2)
 		ks1 := rig.waitKustomization(t, ringKs(0), "failed at "+rev, func(ks *unstructured.Unstructured) bool {
 			c := readyCondition(ks)
 			return c.Status == metav1.ConditionFalse && c.Reason == "HealthCheckFailed" && lastAttempted(ks) == rev
@@ -160,14 +143,7 @@ func TestFleetFlux(t *testing.T) {
 		// Rings 2 and 3 try again every fluxFleetRequeue; their
 		// Deployments stay as they were all along.
 		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
-		for i, r := range rings[1:] {
-			if got := templateHashes(w.templates[i+1]); len(got) != 1 || got[0] != hashOf(t, v2) {
-				t.Errorf("%s: pod templates %v after ring 1 failed, want only %s's", r, got, v2)
-			}
-			if m := fleetModel(t, r); m.Spec.Version != v2 || m.Status.ActiveVersion != v2 {
-				t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, v2)
-			}
-		}
+		checkHeld(t, w, v2)
 		for i := 1; i < 3; i++ {
 			ks := rig.waitKustomization(t, ringKs(i), "held by "+ringKs(i-1), func(ks *unstructured.Unstructured) bool {
 				c := readyCondition(ks)

@@ -33,6 +33,7 @@ import (
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 	"github.com/openmed/openmed-operator/pkg/minicluster"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 // fleetBakeSeconds is the bake of the fleet's models: longer than
@@ -386,6 +387,51 @@ func progressingUntilBaked(t *testing.T, samples []faceSample, fromGeneration in
 	}
 	t.Errorf("no stored version of the model with a generation above %d retained %s (%d judged)", fromGeneration, version, judged)
 	return judged
+}
+
+// startFleet starts the second control plane and an operator for the
+// models labelled operatorLabel=operator on each cluster, and creates the
+// three rings with their Deployments.
+func startFleet(t *testing.T, operator string) (*remote, []ring) {
+	t.Helper()
+	rem := startRemote(t, operator)
+	op, err := launchOperator(context.Background(), operator, operatorLabel+"="+operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = op.Kill() })
+	rings := fleetRings(t, rem)
+	for _, r := range rings {
+		createRingTarget(t, r)
+	}
+	return rem, rings
+}
+
+// waitRolledBack waits until the ring's model rolled back to version and
+// is Stalled: the engine's reaction to the commit, the rollout, the crash
+// and the rollback.
+func waitRolledBack(t *testing.T, r ring, version string) {
+	t.Helper()
+	testenv.Eventually(t, 4*time.Minute, r.name+" rolled back to "+version, func() (bool, string) {
+		m := fleetModel(t, r)
+		return m.Status.Phase == v1alpha1.PhaseRolledBack && m.Status.ActiveVersion == version &&
+			apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.StalledCondition), fmt.Sprintf("%s %s", m.Status.Phase, m.Status.ActiveVersion)
+	})
+}
+
+// checkHeld checks that the rings after the first kept version: their
+// Deployments' pod templates never changed while w watched, and their
+// models are at version.
+func checkHeld(t *testing.T, w *fleetWatch, version string) {
+	t.Helper()
+	for i, r := range w.rings[1:] {
+		if got := templateHashes(w.templates[i+1]); len(got) != 1 || got[0] != hashOf(t, version) {
+			t.Errorf("%s: pod templates %v after ring 1 failed, want only %s's", r, got, version)
+		}
+		if m := fleetModel(t, r); m.Spec.Version != version || m.Status.ActiveVersion != version {
+			t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, version)
+		}
+	}
 }
 
 // fleetWatch records every stored version of each ring's Deployment and
