@@ -7,16 +7,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/testenv"
 )
 
 var applicationSetGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationSet"}
@@ -119,6 +123,16 @@ func TestFleetArgoCD(t *testing.T) {
 		awaitApps(t, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
 			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
 		})
+		// The ApplicationSet controller synced them itself: automated
+		// sync is off in each Application it generated.
+		for _, app := range apps {
+			u := application(t, app)
+			enabled, found, _ := unstructured.NestedBool(u.Object, "spec", "syncPolicy", "automated", "enabled")
+			by, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "operation", "initiatedBy", "username")
+			if !found || enabled || by != "applicationset-controller" {
+				t.Errorf("%s: automated.enabled %t (set: %t), sync initiated by %q; want false, applicationset-controller", app, enabled, found, by)
+			}
+		}
 		committedAt, waves = committed, w.waves(t, hashOf(t, v2), v2)
 		reportWaves(t, "argocd", committed, waves)
 		// Each ring's sync started (the Application's operation state)
@@ -164,16 +178,9 @@ func TestFleetArgoCD(t *testing.T) {
 		// Applications with Git) and the ApplicationSet controller's
 		// reactions to them.
 		time.Sleep(3 * reconciliation)
-		checkHeld(t, w, v2)
+		checkHeld(t, w, 1, v2)
 		for _, app := range apps[1:] {
-			// OutOfSync with the commit (status.sync.revision is what it
-			// was compared with), its last sync still the one before.
-			u := application(t, app)
-			s := appStateOf(u)
-			synced, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "syncResult", "revision")
-			if s.sync != "OutOfSync" || s.revision != sha || synced == sha {
-				t.Errorf("%s: %s, last synced %.8s; want OutOfSync with %.8s, never synced to it", app, s, synced, sha)
-			}
+			heldOutOfSync(t, app, sha)
 		}
 		// The ApplicationSet shows where the fleet stopped.
 		status := applicationStatus(t, "openmed-fleet")
@@ -214,6 +221,63 @@ func TestFleetArgoCD(t *testing.T) {
 			waitRingServing(t, r, v2, time.Minute)
 		}
 		t.Logf("revert: every ring Synced and Healthy %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	// A version that passes ring 1 and fails its bake in ring 2: ring 1
+	// keeps it, ring 2 rolls back, ring 3 is never synced to it.
+	t.Run("ring-2-fails-ring-1-keeps-the-version", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		from := time.Now()
+		sha := rig.git.commit(t, repo, "openmed-service crashes on the second cluster", fleetFiles(t, "models", secondClusterCrashing, operator))
+		waitRingServing(t, rings[0], secondClusterCrashing, 4*time.Minute)
+		waitRolledBack(t, rings[1], v2)
+		awaitApps(t, apps[1:2], "Degraded at "+sha[:8], func(s appState) bool { return s.health == "Degraded" && s.revision == sha })
+		time.Sleep(3 * reconciliation)
+		checkHeld(t, w, 2, v2)
+		heldOutOfSync(t, apps[2], sha)
+		// Ring 1 stays on the version, Synced and Healthy at the commit.
+		if m := fleetModel(t, rings[0]); m.Status.ActiveVersion != secondClusterCrashing || !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) {
+			t.Errorf("ring 1 after ring 2 failed: serving %s, %v; want %s, Ready", m.Status.ActiveVersion, m.Status.Conditions, secondClusterCrashing)
+		}
+		if s := readApp(t, apps[0], modelName); s.sync != "Synced" || s.health != "Healthy" || s.revision != sha {
+			t.Errorf("%s after ring 2 failed: %s, want Synced and Healthy at %.8s", apps[0], s, sha)
+		}
+		status := applicationStatus(t, "openmed-fleet")
+		for i, want := range []string{"Healthy", "Progressing", "Waiting"} {
+			if got := status[apps[i]]; got.status != want {
+				t.Errorf("applicationStatus of %s: %+v, want %s", apps[i], got, want)
+			}
+		}
+		eventually(t, "ring 2's degraded notification", func() (bool, string) {
+			n := rig.receiver.of(apps[1], "degraded", from)
+			return len(n) > 0, fmt.Sprintf("%d", len(n))
+		})
+		for i, want := range []int{0, 1, 0} {
+			if n := rig.receiver.of(apps[i], "degraded", from); len(n) != want {
+				t.Errorf("%d degraded notifications of %s, want %d:\n%s", len(n), apps[i], want, notificationList(n))
+			}
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Reverting the commit in Git rolls ring 1 back.
+	t.Run("revert-rolls-ring-1-back", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		sha := rig.git.commit(t, repo, "Revert openmed-service crashes on the second cluster", fleetFiles(t, "models", v2, operator))
+		awaitAppsWithin(t, 4*time.Minute, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
+			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
+		})
+		for _, r := range rings {
+			waitRingServing(t, r, v2, time.Minute)
+		}
+		if got, want := templateHashes(w.templates[0]), []string{hashOf(t, secondClusterCrashing), hashOf(t, v2)}; !slices.Equal(got, want) {
+			t.Errorf("ring 1's pod templates %v, want %v", got, want)
+		}
 	})
 	run.TestSeconds = time.Since(began).Seconds()
 	writeFleetFigures(t, run, committedAt, waves)
@@ -258,11 +322,30 @@ func fleetApplicationSet(t *testing.T, repoURL string, servers []string, rings [
 // awaitApps waits until cond holds for each Application.
 func awaitApps(t *testing.T, apps []string, what string, cond func(appState) bool) {
 	t.Helper()
+	awaitAppsWithin(t, waitTimeout, apps, what, cond)
+}
+
+// awaitAppsWithin is awaitApps with a timeout of its own.
+func awaitAppsWithin(t *testing.T, timeout time.Duration, apps []string, what string, cond func(appState) bool) {
+	t.Helper()
 	for _, app := range apps {
-		eventually(t, app+" "+what, func() (bool, string) {
+		testenv.Eventually(t, timeout, app+" "+what, func() (bool, string) {
 			s := readApp(t, app, modelName)
 			return cond(s), s.String()
 		})
+	}
+}
+
+// heldOutOfSync checks that the Application is OutOfSync with the commit
+// sha (status.sync.revision is what it was compared with) and was never
+// synced to it (its last sync is the one before).
+func heldOutOfSync(t *testing.T, app, sha string) {
+	t.Helper()
+	u := application(t, app)
+	s := appStateOf(u)
+	synced, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "syncResult", "revision")
+	if s.sync != "OutOfSync" || s.revision != sha || synced == sha {
+		t.Errorf("%s: %s, last synced %.8s; want OutOfSync with %.8s, never synced to it", app, s, synced, sha)
 	}
 }
 

@@ -5,17 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	eventv1 "github.com/fluxcd/pkg/apis/event/v1beta1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
+	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
 )
 
@@ -143,7 +146,7 @@ func TestFleetFlux(t *testing.T) {
 		// Rings 2 and 3 try again every fluxFleetRequeue; their
 		// Deployments stay as they were all along.
 		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
-		checkHeld(t, w, v2)
+		checkHeld(t, w, 1, v2)
 		for i := 1; i < 3; i++ {
 			ks := rig.waitKustomization(t, ringKs(i), "held by "+ringKs(i-1), func(ks *unstructured.Unstructured) bool {
 				c := readyCondition(ks)
@@ -188,6 +191,66 @@ func TestFleetFlux(t *testing.T) {
 			waitRingServing(t, r, v2, time.Minute)
 		}
 		t.Logf("revert: every ring Ready at the new revision %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
+	})
+	if t.Failed() {
+		return
+	}
+
+	// A version that passes ring 1 and fails its bake in ring 2: ring 1
+	// keeps it, ring 2 rolls back, ring 3 never gets it.
+	t.Run("ring-2-fails-ring-1-keeps-the-version", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		rev = src.publish(t, fleetFiles(t, "models", secondClusterCrashing, operator))
+		waitRingServing(t, rings[0], secondClusterCrashing, 4*time.Minute)
+		waitRolledBack(t, rings[1], v2)
+		ks := rig.waitKustomization(t, ringKs(1), "failed at "+rev, func(ks *unstructured.Unstructured) bool {
+			c := readyCondition(ks)
+			return c.Status == metav1.ConditionFalse && c.Reason == "HealthCheckFailed" && lastAttempted(ks) == rev
+		})
+		if msg, want := readyCondition(ks).Message, fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", rings[1].ns, modelName); !strings.Contains(msg, want) {
+			t.Errorf("%s: %q, want the failure naming %s", ringKs(1), msg, want)
+		}
+		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
+		checkHeld(t, w, 2, v2)
+		ks = rig.waitKustomization(t, ringKs(2), "held by "+ringKs(1), func(ks *unstructured.Unstructured) bool {
+			c := readyCondition(ks)
+			return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady"
+		})
+		if lastApplied(ks) == rev {
+			t.Errorf("%s applied %s", ringKs(2), rev)
+		}
+		// Ring 1 stays on the version: Ready at the commit, serving it.
+		if m := fleetModel(t, rings[0]); m.Status.ActiveVersion != secondClusterCrashing || !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) {
+			t.Errorf("ring 1 after ring 2 failed: serving %s, %v; want %s, Ready", m.Status.ActiveVersion, m.Status.Conditions, secondClusterCrashing)
+		}
+		if ks := rig.waitKustomization(t, ringKs(0), "Ready at "+rev, func(ks *unstructured.Unstructured) bool { return true }); readyCondition(ks).Status != metav1.ConditionTrue || lastApplied(ks) != rev {
+			t.Errorf("%s: Ready=%s at %s, want True at %s", ringKs(0), readyCondition(ks).Status, lastApplied(ks), rev)
+		}
+		if n := rig.receiver.count(func(e eventv1.Event) bool {
+			return involved(e) == "Kustomization/"+fluxNamespace+"/"+ringKs(1) && e.Severity == eventv1.EventSeverityError
+		}); n != 1 {
+			t.Errorf("%d error deliveries of %s, want 1:\n%s", n, ringKs(1), rig.receiver.dump())
+		}
+	})
+	if t.Failed() {
+		return
+	}
+
+	// Reverting the commit in Git rolls ring 1 back.
+	t.Run("revert-rolls-ring-1-back", func(t *testing.T) {
+		w := watchFleet(t, rings)
+		rev = src.publish(t, fleetFiles(t, "models", v2, operator))
+		for _, u := range kss {
+			rig.waitKustomization(t, u.GetName(), "Ready at "+rev, func(ks *unstructured.Unstructured) bool {
+				return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev
+			})
+		}
+		for _, r := range rings {
+			waitRingServing(t, r, v2, time.Minute)
+		}
+		if got, want := templateHashes(w.templates[0]), []string{hashOf(t, secondClusterCrashing), hashOf(t, v2)}; !slices.Equal(got, want) {
+			t.Errorf("ring 1's pod templates %v, want %v", got, want)
+		}
 	})
 	if t.Failed() {
 		return

@@ -40,6 +40,12 @@ import (
 // crashAfter, so the crashing version fails its bake in ring 1.
 const fleetBakeSeconds = 15
 
+// secondClusterCrashing is a version whose pods the second control
+// plane's kwok restarts crashAfter after they became Ready, and the
+// first's runs as a healthy one: it passes ring 1 and fails its bake in
+// ring 2.
+const secondClusterCrashing = "OpenMed/OpenMed-PII-SuperClinical-Small-44M-crashes-on-the-second-cluster"
+
 // fleetDeadlineSeconds is the fleet's models' progress deadline.
 const fleetDeadlineSeconds = 60
 
@@ -53,7 +59,8 @@ type remote struct {
 }
 
 // startRemote starts the second control plane with the suite's kwok
-// stages (the crashing and never-ready versions behave as on the first),
+// stages (the crashing and never-ready versions behave as on the first,
+// and secondClusterCrashing crashes too),
 // installs the bundle and starts an operator against it, acting as the
 // bundle's ServiceAccount. Everything stops when the test ends, and the
 // test fails if a process of it is left.
@@ -61,7 +68,7 @@ func startRemote(t *testing.T, selector string) *remote {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := startControlPlane(ctx)
+	c, err := startControlPlane(ctx, secondClusterCrashing)
 	if err != nil {
 		t.Fatalf("start the second control plane: %v", err)
 	}
@@ -419,14 +426,14 @@ func waitRolledBack(t *testing.T, r ring, version string) {
 	})
 }
 
-// checkHeld checks that the rings after the first kept version: their
-// Deployments' pod templates never changed while w watched, and their
-// models are at version.
-func checkHeld(t *testing.T, w *fleetWatch, version string) {
+// checkHeld checks that the rings from the index from on kept version:
+// their Deployments' pod templates never changed while w watched, and
+// their models are at version.
+func checkHeld(t *testing.T, w *fleetWatch, from int, version string) {
 	t.Helper()
-	for i, r := range w.rings[1:] {
-		if got := templateHashes(w.templates[i+1]); len(got) != 1 || got[0] != hashOf(t, version) {
-			t.Errorf("%s: pod templates %v after ring 1 failed, want only %s's", r, got, version)
+	for i, r := range w.rings[from:] {
+		if got := templateHashes(w.templates[from+i]); len(got) != 1 || got[0] != hashOf(t, version) {
+			t.Errorf("%s: pod templates %v after the ring before failed, want only %s's", r, got, version)
 		}
 		if m := fleetModel(t, r); m.Spec.Version != version || m.Status.ActiveVersion != version {
 			t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, version)

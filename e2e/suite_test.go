@@ -159,9 +159,9 @@ func setUp() error {
 }
 
 // startControlPlane starts a local control plane whose kwok keeps the
-// pods of brokenVersion never Ready and restarts those of crashingVersion
-// crashAfter after they became Ready.
-func startControlPlane(ctx context.Context) (*minicluster.Cluster, error) {
+// pods of brokenVersion never Ready and restarts those of crashingVersion,
+// and of the versions crashing names, crashAfter after they became Ready.
+func startControlPlane(ctx context.Context, crashing ...string) (*minicluster.Cluster, error) {
 	model, err := exampleModel()
 	if err != nil {
 		return nil, err
@@ -170,13 +170,17 @@ func startControlPlane(ctx context.Context) (*minicluster.Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	crashingHash, err := localrun.ManifestHashOf(model, crashingVersion)
-	if err != nil {
-		return nil, err
+	var crashingHashes []string
+	for _, v := range append([]string{crashingVersion}, crashing...) {
+		h, err := localrun.ManifestHashOf(model, v)
+		if err != nil {
+			return nil, err
+		}
+		crashingHashes = append(crashingHashes, h)
 	}
 	return minicluster.Start(ctx, minicluster.Config{
 		NeverReady:      minicluster.NeverReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{brokenHash}},
-		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: []string{crashingHash}, After: crashAfter},
+		CrashAfterReady: minicluster.CrashAfterReady{Annotation: v1alpha1.ManifestHashAnnotation, Values: crashingHashes, After: crashAfter},
 	})
 }
 
