@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,9 +26,9 @@ import (
 
 var applicationSetGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "ApplicationSet"}
 
-// ringLabel is the Application label the published RollingSync steps
-// select.
-const ringLabel = "openmed.ai/ring"
+// argoHeldReconciliations is how many of Argo CD's reconciliations
+// (timeout.reconciliation) the test watches held rings stay as they were.
+const argoHeldReconciliations = 3
 
 // TestFleetArgoCD rolls model versions through three rings with a real Argo
 // CD — application controller, repo server, API server, notifications and
@@ -47,7 +48,8 @@ const ringLabel = "openmed.ai/ring"
 func TestFleetArgoCD(t *testing.T) {
 	requireCluster(t)
 	began := time.Now()
-	run := figures.FleetRun{Engine: "Argo CD", BakeSeconds: fleetBakeSeconds, HeldReconciliations: 3}
+	run := figures.FleetRun{Engine: "Argo CD", BakeSeconds: fleetBakeSeconds, HeldIntervals: argoHeldReconciliations,
+		Interval: "Argo CD's `timeout.reconciliation`"}
 	var waves []wave
 	var committedAt time.Time
 	const operator = "fleet-argocd"
@@ -85,20 +87,33 @@ func TestFleetArgoCD(t *testing.T) {
 
 	const repo = "fleet"
 	url := rig.git.repo(t, repo)
-	rig.git.commit(t, repo, "openmed-service v1", fleetFiles(t, "models", v1, operator))
+	rig.git.commit(t, repo, "openmed-service v1", fleetFiles(t, v1, operator))
 	set := fleetApplicationSet(t, url, []string{"https://kubernetes.default.svc", server, server}, rings)
 	if err := k8s.Create(ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	// Deleted while Argo CD runs; the Applications with it.
+	// Deleted, with its Applications, while Argo CD and the operators run
+	// (an Application's finalizer, a model's), and waited for: the next
+	// Argo CD of the suite finds none of them.
 	t.Cleanup(func() {
-		_ = k8s.Delete(context.Background(), set)
+		objs := []*unstructured.Unstructured{set}
 		for _, r := range rings {
 			app := &unstructured.Unstructured{}
 			app.SetGroupVersionKind(applicationGVK)
 			app.SetNamespace(argocdNamespace)
 			app.SetName("openmed-" + r.name)
-			_ = k8s.Delete(context.Background(), app)
+			objs = append(objs, app)
+		}
+		for _, o := range objs {
+			_ = k8s.Delete(context.Background(), o)
+		}
+		for _, o := range objs {
+			eventually(t, o.GetKind()+" "+o.GetName()+" gone", func() (bool, string) {
+				got := &unstructured.Unstructured{}
+				got.SetGroupVersionKind(o.GroupVersionKind())
+				err := k8s.Get(context.Background(), client.ObjectKeyFromObject(o), got)
+				return apierrors.IsNotFound(err), fmt.Sprintf("%v, finalizers %v", err, got.GetFinalizers())
+			})
 		}
 	})
 	apps := make([]string, len(rings))
@@ -113,10 +128,11 @@ func TestFleetArgoCD(t *testing.T) {
 	t.Run("healthy-version-ring-by-ring", func(t *testing.T) {
 		w := watchFleet(t, rings)
 		appRec := record(t, k8s, applicationGVK, argocdNamespace)
+		setRec := record(t, k8s, applicationSetGVK, argocdNamespace)
 		faces := startFaceWatch(t, rings[0].ns)
 		before := fleetModel(t, rings[0]).Generation
 		committed := time.Now()
-		sha := rig.git.commit(t, repo, "openmed-service v2", fleetFiles(t, "models", v2, operator))
+		sha := rig.git.commit(t, repo, "openmed-service v2", fleetFiles(t, v2, operator))
 		for _, r := range rings {
 			waitRingServing(t, r, v2, 5*time.Minute)
 		}
@@ -150,17 +166,23 @@ func TestFleetArgoCD(t *testing.T) {
 		if n := progressingUntilBaked(t, faces.stop(t, m.ResourceVersion), before, v2); n < 2 {
 			t.Errorf("judged %d versions of ring 1's model after the spec changed, want the rollout's and the bake's", n)
 		}
-		// Argo CD's own verdict on those versions: ring 1's Application
-		// was never Healthy at the new revision before the model retained
-		// v2.
-		baked := w.models[0]
-		retained, _ := baked.first(modelName, hasRetained(v2))
-		for _, g := range appRec.all(apps[0]) {
-			s := appStateOf(g.obj)
-			if s.revision == sha && s.sync == "Synced" && s.health == "Healthy" && g.at.Before(retained.at) {
-				t.Errorf("%s was Synced and Healthy at %s at %s, before its model retained %s (%s): %s", apps[0], sha[:8], g.at.Format(time.StampMilli), v2, retained.at.Format(time.StampMilli), s)
-			}
-		}
+		// Argo CD's own verdict on those versions, ordered with them by
+		// the first API server's resourceVersions: ring 1's Application
+		// Synced and Healthy at the commit, ring 1's step Healthy in the
+		// ApplicationSet and ring 2's sync only after ring 1's model
+		// retained v2.
+		retainedBefore(t, w, 0, v2, appRec, apps[0], "Synced and Healthy at "+sha[:8], func(u *unstructured.Unstructured) bool {
+			s := appStateOf(u)
+			return s.revision == sha && s.sync == "Synced" && s.health == "Healthy"
+		})
+		retainedBefore(t, w, 0, v2, setRec, "openmed-fleet", apps[0]+"'s step Healthy at "+sha[:8], func(u *unstructured.Unstructured) bool {
+			e := applicationStatusOf(u)[apps[0]]
+			return e.status == "Healthy" && slices.Contains(e.targetRevisions, sha)
+		})
+		retainedBefore(t, w, 0, v2, appRec, apps[1], "a sync to "+sha[:8], func(u *unstructured.Unstructured) bool {
+			rev, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "operation", "sync", "revision")
+			return rev == sha
+		})
 	})
 	if t.Failed() {
 		return
@@ -169,7 +191,7 @@ func TestFleetArgoCD(t *testing.T) {
 	t.Run("failed-bake-halts-the-fleet", func(t *testing.T) {
 		w := watchFleet(t, rings)
 		from := time.Now()
-		sha := rig.git.commit(t, repo, "openmed-service crashes", fleetFiles(t, "models", crashingVersion, operator))
+		sha := rig.git.commit(t, repo, "openmed-service crashes", fleetFiles(t, crashingVersion, operator))
 		r1 := rings[0]
 		waitRolledBack(t, r1, v2)
 		awaitApps(t, apps[:1], "Degraded at "+sha[:8], func(s appState) bool { return s.health == "Degraded" && s.revision == sha })
@@ -177,8 +199,10 @@ func TestFleetArgoCD(t *testing.T) {
 		// Several of Argo CD's reconciliations (each compares the
 		// Applications with Git) and the ApplicationSet controller's
 		// reactions to them.
-		time.Sleep(3 * reconciliation)
+		reconciled := reconciledAt(t, apps[1:])
+		time.Sleep(argoHeldReconciliations * reconciliation)
 		checkHeld(t, w, 1, v2)
+		compared(t, apps[1:], reconciled)
 		for _, app := range apps[1:] {
 			heldOutOfSync(t, app, sha)
 		}
@@ -213,7 +237,7 @@ func TestFleetArgoCD(t *testing.T) {
 
 	t.Run("revert-resumes", func(t *testing.T) {
 		reverted := time.Now()
-		sha := rig.git.commit(t, repo, "Revert openmed-service crashes", fleetFiles(t, "models", v2, operator))
+		sha := rig.git.commit(t, repo, "Revert openmed-service crashes", fleetFiles(t, v2, operator))
 		awaitApps(t, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
 			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
 		})
@@ -231,12 +255,14 @@ func TestFleetArgoCD(t *testing.T) {
 	t.Run("ring-2-fails-ring-1-keeps-the-version", func(t *testing.T) {
 		w := watchFleet(t, rings)
 		from := time.Now()
-		sha := rig.git.commit(t, repo, "openmed-service crashes on the second cluster", fleetFiles(t, "models", secondClusterCrashing, operator))
+		sha := rig.git.commit(t, repo, "openmed-service crashes on the second cluster", fleetFiles(t, secondClusterCrashing, operator))
 		waitRingServing(t, rings[0], secondClusterCrashing, 4*time.Minute)
 		waitRolledBack(t, rings[1], v2)
 		awaitApps(t, apps[1:2], "Degraded at "+sha[:8], func(s appState) bool { return s.health == "Degraded" && s.revision == sha })
-		time.Sleep(3 * reconciliation)
+		reconciled := reconciledAt(t, apps[2:])
+		time.Sleep(argoHeldReconciliations * reconciliation)
 		checkHeld(t, w, 2, v2)
+		compared(t, apps[2:], reconciled)
 		heldOutOfSync(t, apps[2], sha)
 		// Ring 1 stays on the version, Synced and Healthy at the commit.
 		if m := fleetModel(t, rings[0]); m.Status.ActiveVersion != secondClusterCrashing || !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) {
@@ -268,7 +294,7 @@ func TestFleetArgoCD(t *testing.T) {
 	// Reverting the commit in Git rolls ring 1 back.
 	t.Run("revert-rolls-ring-1-back", func(t *testing.T) {
 		w := watchFleet(t, rings)
-		sha := rig.git.commit(t, repo, "Revert openmed-service crashes on the second cluster", fleetFiles(t, "models", v2, operator))
+		sha := rig.git.commit(t, repo, "Revert openmed-service crashes on the second cluster", fleetFiles(t, v2, operator))
 		awaitAppsWithin(t, 4*time.Minute, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
 			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
 		})
@@ -371,6 +397,7 @@ func syncStartedAt(t *testing.T, rec *recorder, app, revision string) time.Time 
 // appSetEntry is one status.applicationStatus entry of an ApplicationSet.
 type appSetEntry struct {
 	status, message, step string
+	targetRevisions       []string
 }
 
 // applicationStatus reads the ApplicationSet's status.applicationStatus by
@@ -382,6 +409,12 @@ func applicationStatus(t *testing.T, name string) map[string]appSetEntry {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: argocdNamespace, Name: name}, u); err != nil {
 		t.Fatal(err)
 	}
+	return applicationStatusOf(u)
+}
+
+// applicationStatusOf is a version of an ApplicationSet's
+// status.applicationStatus by Application.
+func applicationStatusOf(u *unstructured.Unstructured) map[string]appSetEntry {
 	items, _, _ := unstructured.NestedSlice(u.Object, "status", "applicationStatus")
 	out := map[string]appSetEntry{}
 	for _, item := range items {
@@ -391,7 +424,30 @@ func applicationStatus(t *testing.T, name string) map[string]appSetEntry {
 		e.status, _ = m["status"].(string)
 		e.message, _ = m["message"].(string)
 		e.step, _ = m["step"].(string)
+		e.targetRevisions, _, _ = unstructured.NestedStringSlice(m, "targetRevisions")
 		out[app] = e
 	}
 	return out
+}
+
+// reconciledAt reads each Application's status.reconciledAt (when Argo CD
+// last compared it with Git).
+func reconciledAt(t *testing.T, apps []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, app := range apps {
+		out[app], _, _ = unstructured.NestedString(application(t, app).Object, "status", "reconciledAt")
+	}
+	return out
+}
+
+// compared checks that Argo CD compared each Application with Git again
+// since before (a held ring was looked at, not forgotten).
+func compared(t *testing.T, apps []string, before map[string]string) {
+	t.Helper()
+	for app, at := range reconciledAt(t, apps) {
+		if at == before[app] {
+			t.Errorf("%s: reconciledAt still %s: Argo CD did not compare it again while it was held", app, at)
+		}
+	}
 }

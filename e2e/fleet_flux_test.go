@@ -15,6 +15,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/openmed/openmed-operator/e2e/scale/figures"
@@ -46,7 +47,8 @@ const fleetHeldReconciliations = 6
 func TestFleetFlux(t *testing.T) {
 	requireCluster(t)
 	began := time.Now()
-	run := figures.FleetRun{Engine: "Flux", BakeSeconds: fleetBakeSeconds, HeldReconciliations: fleetHeldReconciliations}
+	run := figures.FleetRun{Engine: "Flux", BakeSeconds: fleetBakeSeconds, HeldIntervals: fleetHeldReconciliations,
+		Interval: "kustomize-controller's `--requeue-dependency`"}
 	var waves []wave
 	var committedAt time.Time
 	const operator = "fleet-flux"
@@ -76,7 +78,7 @@ func TestFleetFlux(t *testing.T) {
 	}
 
 	src := startNamedGitSource(t, "openmed-fleet")
-	rev := src.publish(t, fleetFiles(t, "models", v1, operator))
+	rev := src.publish(t, fleetFiles(t, v1, operator))
 	src.create(t)
 	kss := fleetFluxObjects(t, "rings.yaml", "", rings)
 	for _, u := range kss {
@@ -99,7 +101,7 @@ func TestFleetFlux(t *testing.T) {
 		faces := startFaceWatch(t, rings[0].ns)
 		before := fleetModel(t, rings[0]).Generation
 		committed := time.Now()
-		rev = src.publish(t, fleetFiles(t, "models", v2, operator))
+		rev = src.publish(t, fleetFiles(t, v2, operator))
 		for _, r := range rings {
 			waitRingServing(t, r, v2, 4*time.Minute)
 		}
@@ -107,6 +109,9 @@ func TestFleetFlux(t *testing.T) {
 			return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev
 		})
 		committedAt, waves = committed, w.waves(t, hashOf(t, v2), v2)
+		// Ring 2 (the second control plane) was attempted only after ring
+		// 1's model retained v2: both stored by the first API server.
+		retainedBefore(t, w, 0, v2, ksRec, ringKs(1), "attempted "+rev, func(u *unstructured.Unstructured) bool { return lastAttempted(u) == rev })
 		reportWaves(t, "flux", committed, waves)
 		// Ring 1's model read right after kustomize-controller applied the
 		// new spec, and every version after it until the bake ended: never
@@ -131,17 +136,11 @@ func TestFleetFlux(t *testing.T) {
 	// A version that fails its bake in ring 1 never reaches rings 2 and 3.
 	t.Run("failed-bake-halts-the-fleet", func(t *testing.T) {
 		w := watchFleet(t, rings)
-		rev = src.publish(t, fleetFiles(t, "models", crashingVersion, operator))
 		committed := time.Now()
+		rev = src.publish(t, fleetFiles(t, crashingVersion, operator))
 		r1 := rings[0]
 		waitRolledBack(t, r1, v2)
-		ks1 := rig.waitKustomization(t, ringKs(0), "failed at "+rev, func(ks *unstructured.Unstructured) bool {
-			c := readyCondition(ks)
-			return c.Status == metav1.ConditionFalse && c.Reason == "HealthCheckFailed" && lastAttempted(ks) == rev
-		})
-		if msg, want := readyCondition(ks1).Message, fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", r1.ns, modelName); !strings.Contains(msg, want) {
-			t.Errorf("%s: %q, want the failure naming %s", ringKs(0), msg, want)
-		}
+		waitRingFailed(t, rig, ringKs(0), rev, r1)
 		failed := time.Now()
 		// Rings 2 and 3 try again every fluxFleetRequeue; their
 		// Deployments stay as they were all along.
@@ -163,12 +162,15 @@ func TestFleetFlux(t *testing.T) {
 		}
 		// The failure is delivered once; the held rings' info events are
 		// not errors.
-		ksFailed := func(e eventv1.Event) bool {
-			return e.InvolvedObject.Kind == "Kustomization" && e.Severity == eventv1.EventSeverityError
+		ring1Failed := func(e eventv1.Event) bool {
+			return involved(e) == "Kustomization/"+fluxNamespace+"/"+ringKs(0) && e.Severity == eventv1.EventSeverityError
 		}
-		rig.receiver.wait(t, "ring 1's failure", ksFailed)
-		if n := rig.receiver.count(ksFailed); n != 1 {
-			t.Errorf("%d error deliveries, want 1 (ring 1's failure):\n%s", n, rig.receiver.dump())
+		rig.receiver.wait(t, "ring 1's failure", ring1Failed)
+		if n := rig.receiver.countSince(committed, ring1Failed); n != 1 {
+			t.Errorf("%d deliveries of ring 1's failure, want 1:\n%s", n, rig.receiver.dump())
+		}
+		if n := rig.receiver.countSince(committed, func(e eventv1.Event) bool { return e.Severity == eventv1.EventSeverityError && !ring1Failed(e) }); n != 0 {
+			t.Errorf("%d other error deliveries, want none:\n%s", n, rig.receiver.dump())
 		}
 		run.HeldSeconds = time.Since(failed).Seconds()
 		t.Logf("failed version committed; ring 1 rolled back and its Kustomization failed %s later; rings 2 and 3 held for %s more",
@@ -180,7 +182,7 @@ func TestFleetFlux(t *testing.T) {
 
 	// Reverting the commit resumes the fleet.
 	t.Run("revert-resumes", func(t *testing.T) {
-		rev = src.publish(t, fleetFiles(t, "models", v2, operator))
+		rev = src.publish(t, fleetFiles(t, v2, operator))
 		reverted := time.Now()
 		for _, u := range kss {
 			rig.waitKustomization(t, u.GetName(), "Ready at "+rev, func(ks *unstructured.Unstructured) bool {
@@ -200,22 +202,20 @@ func TestFleetFlux(t *testing.T) {
 	// keeps it, ring 2 rolls back, ring 3 never gets it.
 	t.Run("ring-2-fails-ring-1-keeps-the-version", func(t *testing.T) {
 		w := watchFleet(t, rings)
-		rev = src.publish(t, fleetFiles(t, "models", secondClusterCrashing, operator))
+		committed := time.Now()
+		rev = src.publish(t, fleetFiles(t, secondClusterCrashing, operator))
 		waitRingServing(t, rings[0], secondClusterCrashing, 4*time.Minute)
 		waitRolledBack(t, rings[1], v2)
-		ks := rig.waitKustomization(t, ringKs(1), "failed at "+rev, func(ks *unstructured.Unstructured) bool {
-			c := readyCondition(ks)
-			return c.Status == metav1.ConditionFalse && c.Reason == "HealthCheckFailed" && lastAttempted(ks) == rev
-		})
-		if msg, want := readyCondition(ks).Message, fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", rings[1].ns, modelName); !strings.Contains(msg, want) {
-			t.Errorf("%s: %q, want the failure naming %s", ringKs(1), msg, want)
-		}
+		waitRingFailed(t, rig, ringKs(1), rev, rings[1])
 		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
 		checkHeld(t, w, 2, v2)
-		ks = rig.waitKustomization(t, ringKs(2), "held by "+ringKs(1), func(ks *unstructured.Unstructured) bool {
+		ks := rig.waitKustomization(t, ringKs(2), "held by "+ringKs(1), func(ks *unstructured.Unstructured) bool {
 			c := readyCondition(ks)
 			return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady"
 		})
+		if want := fmt.Sprintf("dependency '%s/%s' is not ready", fluxNamespace, ringKs(1)); readyCondition(ks).Message != want {
+			t.Errorf("%s: Ready=False %q, want %q", ringKs(2), readyCondition(ks).Message, want)
+		}
 		if lastApplied(ks) == rev {
 			t.Errorf("%s applied %s", ringKs(2), rev)
 		}
@@ -223,13 +223,18 @@ func TestFleetFlux(t *testing.T) {
 		if m := fleetModel(t, rings[0]); m.Status.ActiveVersion != secondClusterCrashing || !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) {
 			t.Errorf("ring 1 after ring 2 failed: serving %s, %v; want %s, Ready", m.Status.ActiveVersion, m.Status.Conditions, secondClusterCrashing)
 		}
-		if ks := rig.waitKustomization(t, ringKs(0), "Ready at "+rev, func(ks *unstructured.Unstructured) bool { return true }); readyCondition(ks).Status != metav1.ConditionTrue || lastApplied(ks) != rev {
+		if ks := getKustomization(t, ringKs(0)); readyCondition(ks).Status != metav1.ConditionTrue || lastApplied(ks) != rev {
 			t.Errorf("%s: Ready=%s at %s, want True at %s", ringKs(0), readyCondition(ks).Status, lastApplied(ks), rev)
 		}
-		if n := rig.receiver.count(func(e eventv1.Event) bool {
+		ring2Failed := func(e eventv1.Event) bool {
 			return involved(e) == "Kustomization/"+fluxNamespace+"/"+ringKs(1) && e.Severity == eventv1.EventSeverityError
-		}); n != 1 {
-			t.Errorf("%d error deliveries of %s, want 1:\n%s", n, ringKs(1), rig.receiver.dump())
+		}
+		rig.receiver.wait(t, "ring 2's failure", ring2Failed)
+		if n := rig.receiver.countSince(committed, ring2Failed); n != 1 {
+			t.Errorf("%d deliveries of ring 2's failure, want 1:\n%s", n, rig.receiver.dump())
+		}
+		if n := rig.receiver.countSince(committed, func(e eventv1.Event) bool { return e.Severity == eventv1.EventSeverityError && !ring2Failed(e) }); n != 0 {
+			t.Errorf("%d other error deliveries, want none:\n%s", n, rig.receiver.dump())
 		}
 	})
 	if t.Failed() {
@@ -239,7 +244,7 @@ func TestFleetFlux(t *testing.T) {
 	// Reverting the commit in Git rolls ring 1 back.
 	t.Run("revert-rolls-ring-1-back", func(t *testing.T) {
 		w := watchFleet(t, rings)
-		rev = src.publish(t, fleetFiles(t, "models", v2, operator))
+		rev = src.publish(t, fleetFiles(t, v2, operator))
 		for _, u := range kss {
 			rig.waitKustomization(t, u.GetName(), "Ready at "+rev, func(ks *unstructured.Unstructured) bool {
 				return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == rev
@@ -264,16 +269,20 @@ func TestFleetFlux(t *testing.T) {
 	t.Run("dependency-ready-at-an-older-revision", func(t *testing.T) {
 		older := rev
 		rig.flux(t, 0, "suspend", "kustomization", ringKs(0), "-n", fluxNamespace)
+		// Resumed however the subtest ends: a suspended Kustomization is
+		// not pruned when it is deleted.
+		t.Cleanup(func() { setSuspended(t, ringKs(0), false) })
 		rig.waitKustomization(t, ringKs(0), "suspended, Ready at "+older, func(ks *unstructured.Unstructured) bool {
 			return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == older && ks.GetGeneration() == observedGeneration(ks)
 		})
 		// A mirror of the repository: the same commits under another
 		// GitRepository.
 		mirror := startNamedGitSource(t, "openmed-fleet-mirror")
-		mirror.publish(t, fleetFiles(t, "models", v2, operator))
+		mirror.publish(t, fleetFiles(t, v2, operator))
 		mirror.create(t)
-		probeNs := newNamespace(t)
 		probe := func(name, source, readyExpr string) *unstructured.Unstructured {
+			// Each applies the model into a namespace of its own.
+			probeNs := newNamespace(t)
 			dep := map[string]any{"name": ringKs(0)}
 			if readyExpr != "" {
 				dep["readyExpr"] = readyExpr
@@ -293,8 +302,8 @@ func TestFleetFlux(t *testing.T) {
 			probe("probe-ready-expr", src.name, onlyReady),
 			probe("probe-other-source", mirror.name, ""),
 		}
-		newer := src.publish(t, fleetFiles(t, "models", v2, operator))
-		mirrored := mirror.publish(t, fleetFiles(t, "models", v2, operator))
+		newer := src.publish(t, fleetFiles(t, v2, operator))
+		mirrored := mirror.publish(t, fleetFiles(t, v2, operator))
 		for _, u := range probes {
 			createdKustomization(t, u)
 		}
@@ -311,10 +320,10 @@ func TestFleetFlux(t *testing.T) {
 				return readyCondition(ks).Status == metav1.ConditionTrue && lastApplied(ks) == at
 			})
 		}
-		if ks := rig.waitKustomization(t, ringKs(0), "still at "+older, func(*unstructured.Unstructured) bool { return true }); lastApplied(ks) != older {
+		if ks := getKustomization(t, ringKs(0)); lastApplied(ks) != older {
 			t.Fatalf("ring 1 applied %s while suspended", lastApplied(ks))
 		}
-		ks = rig.waitKustomization(t, ringKs(1), "still held", func(*unstructured.Unstructured) bool { return true })
+		ks = getKustomization(t, ringKs(1))
 		if lastApplied(ks) == newer {
 			t.Errorf("%s applied %s while ring 1 was at %s", ringKs(1), newer, older)
 		}
@@ -332,7 +341,8 @@ func TestFleetFlux(t *testing.T) {
 }
 
 // fleetFluxObjects reads a file of examples/fleet/flux as a user edits it:
-// the Provider's address pointed at receiverURL; each ring's
+// the Provider's address pointed at receiverURL. With rings, it returns the
+// file's Kustomizations, one per ring in order, each ring's
 // targetNamespace set to its namespace (rings 2 and 3 share the second
 // control plane here).
 func fleetFluxObjects(t *testing.T, name, receiverURL string, rings []ring) []*unstructured.Unstructured {
@@ -361,6 +371,7 @@ func fleetFluxObjects(t *testing.T, name, receiverURL string, rings []ring) []*u
 				t.Fatal(err)
 			}
 		}
+		return ks
 	}
 	return objs
 }
@@ -389,4 +400,42 @@ func createdKustomization(t *testing.T, u *unstructured.Unstructured) {
 func observedGeneration(u *unstructured.Unstructured) int64 {
 	g, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
 	return g
+}
+
+// getKustomization reads the Kustomization name of flux-system.
+func getKustomization(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	ks := &unstructured.Unstructured{}
+	ks.SetGroupVersionKind(kustomizationGVK)
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: fluxNamespace, Name: name}, ks); err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+// setSuspended sets the Kustomization's spec.suspend, as `flux suspend`
+// and `flux resume` do (without waiting).
+func setSuspended(t *testing.T, name string, suspend bool) {
+	t.Helper()
+	ks := &unstructured.Unstructured{}
+	ks.SetGroupVersionKind(kustomizationGVK)
+	ks.SetNamespace(fluxNamespace)
+	ks.SetName(name)
+	patch := fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend)
+	if err := k8s.Patch(context.Background(), ks, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		t.Errorf("suspend=%t on %s: %v", suspend, name, err)
+	}
+}
+
+// waitRingFailed waits until the ring's Kustomization name failed its
+// health check at revision, naming the ring's model.
+func waitRingFailed(t *testing.T, rig *fluxRig, name, revision string, r ring) {
+	t.Helper()
+	ks := rig.waitKustomization(t, name, "failed at "+revision, func(ks *unstructured.Unstructured) bool {
+		c := readyCondition(ks)
+		return c.Status == metav1.ConditionFalse && c.Reason == "HealthCheckFailed" && lastAttempted(ks) == revision
+	})
+	if msg, want := readyCondition(ks).Message, fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", r.ns, modelName); !strings.Contains(msg, want) {
+		t.Errorf("%s: %q, want the failure naming %s", name, msg, want)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +144,7 @@ type ring struct {
 	cluster string
 }
 
+// String names the ring, its control plane and namespace.
 func (r ring) String() string {
 	return fmt.Sprintf("%s (%s cluster, namespace %s)", r.name, r.cluster, r.ns)
 }
@@ -158,10 +160,10 @@ func fleetRings(t *testing.T, rem *remote) []ring {
 	}
 }
 
-// fleetFiles is the fleet's Git tree at version: under dir, the example
+// fleetFiles is the fleet's Git tree at version: under models/, the example
 // model with a bake, labelled for the test's operators, without a
 // namespace (each ring's Application or Kustomization puts it in its own).
-func fleetFiles(t *testing.T, dir, version, operator string) map[string][]byte {
+func fleetFiles(t *testing.T, version, operator string) map[string][]byte {
 	t.Helper()
 	m, err := exampleModel()
 	if err != nil {
@@ -189,7 +191,7 @@ func fleetFiles(t *testing.T, dir, version, operator string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string][]byte{dir + "/openmedmodel.yaml": model}
+	return map[string][]byte{"models/openmedmodel.yaml": model}
 }
 
 // recorder keeps every stored version of the objects of one kind in one
@@ -202,8 +204,12 @@ type recorder struct {
 	done chan struct{}
 }
 
+// recorded is one stored version: when the watch delivered it, and its
+// resourceVersion, which orders it with every other version the same API
+// server stored (one etcd revision counter), whatever the watches' delays.
 type recorded struct {
 	at  time.Time
+	rv  int64
 	obj *unstructured.Unstructured
 }
 
@@ -223,14 +229,14 @@ func record(t *testing.T, c client.WithWatch, gvk schema.GroupVersionKind, ns st
 	r := &recorder{w: w, done: make(chan struct{})}
 	now := time.Now()
 	for i := range list.Items {
-		r.got = append(r.got, recorded{at: now, obj: &list.Items[i]})
+		r.got = append(r.got, recorded{at: now, rv: resourceVersion(&list.Items[i]), obj: &list.Items[i]})
 	}
 	go func() {
 		defer close(r.done)
 		for ev := range w.ResultChan() {
 			if u, ok := ev.Object.(*unstructured.Unstructured); ok && ev.Type != watch.Deleted {
 				r.mu.Lock()
-				r.got = append(r.got, recorded{at: time.Now(), obj: u})
+				r.got = append(r.got, recorded{at: time.Now(), rv: resourceVersion(u), obj: u})
 				r.mu.Unlock()
 			}
 		}
@@ -239,6 +245,14 @@ func record(t *testing.T, c client.WithWatch, gvk schema.GroupVersionKind, ns st
 	return r
 }
 
+// resourceVersion is u's resourceVersion as a number (the API server's
+// etcd revision).
+func resourceVersion(u *unstructured.Unstructured) int64 {
+	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// stop ends the recorder's watch.
 func (r *recorder) stop() {
 	r.w.Stop()
 	<-r.done
@@ -305,23 +319,6 @@ func templateHashes(r *recorder) []string {
 	return out
 }
 
-// createRingTarget creates examples/target-deployment.yaml (the chart's
-// ConfigMap and Deployment) in the ring's namespace as field manager helm:
-// the Deployments are applied otherwise, the fleet carries the models.
-func createRingTarget(t *testing.T, r ring) {
-	t.Helper()
-	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range objs {
-		u.SetNamespace(r.ns)
-		if err := r.c.Create(context.Background(), u, client.FieldOwner(helmManager)); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // fleetModel reads the ring's model.
 func fleetModel(t *testing.T, r ring) *v1alpha1.OpenMedModel {
 	t.Helper()
@@ -344,24 +341,18 @@ func retainedAt(m *v1alpha1.OpenMedModel, version string) time.Time {
 }
 
 // waitRingServing waits until the ring's model serves version, retained
-// after its bake, and is Healthy in the Go face.
-func waitRingServing(t *testing.T, r ring, version string, timeout time.Duration) *v1alpha1.OpenMedModel {
+// after its bake, and is Ready at its generation.
+func waitRingServing(t *testing.T, r ring, version string, timeout time.Duration) {
 	t.Helper()
-	var m *v1alpha1.OpenMedModel
-	deadline := time.Now().Add(timeout)
-	for {
-		m = &v1alpha1.OpenMedModel{}
-		err := r.c.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: modelName}, m)
-		if err == nil && m.Status.ObservedGeneration == m.Generation && m.Status.ActiveVersion == version &&
-			apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) && !retainedAt(m, version).IsZero() {
-			return m
+	testenv.Eventually(t, timeout, r.name+" serving "+version+" after its bake", func() (bool, string) {
+		m := &v1alpha1.OpenMedModel{}
+		if err := r.c.Get(context.Background(), client.ObjectKey{Namespace: r.ns, Name: modelName}, m); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: timed out after %s waiting for %s retained after its bake: %v; phase %s, active %s, conditions %v",
-				r, timeout, version, err, m.Status.Phase, m.Status.ActiveVersion, m.Status.Conditions)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return m.Status.ObservedGeneration == m.Generation && m.Status.ActiveVersion == version &&
+				apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) && !retainedAt(m, version).IsZero(),
+			fmt.Sprintf("phase %s, active %s, conditions %v", m.Status.Phase, m.Status.ActiveVersion, m.Status.Conditions)
+	})
 }
 
 // progressingUntilBaked checks the stored versions of a ring's model that a
@@ -409,14 +400,14 @@ func startFleet(t *testing.T, operator string) (*remote, []ring) {
 	t.Cleanup(func() { _ = op.Kill() })
 	rings := fleetRings(t, rem)
 	for _, r := range rings {
-		createRingTarget(t, r)
+		createTargetOn(t, r.c, r.ns, nil)
 	}
 	return rem, rings
 }
 
 // waitRolledBack waits until the ring's model rolled back to version and
-// is Stalled: the engine's reaction to the commit, the rollout, the crash
-// and the rollback.
+// is Stalled (the engine's reaction to the commit, the rollout, the crash
+// and the rollback), and that its bake failed it.
 func waitRolledBack(t *testing.T, r ring, version string) {
 	t.Helper()
 	testenv.Eventually(t, 4*time.Minute, r.name+" rolled back to "+version, func() (bool, string) {
@@ -424,16 +415,39 @@ func waitRolledBack(t *testing.T, r ring, version string) {
 		return m.Status.Phase == v1alpha1.PhaseRolledBack && m.Status.ActiveVersion == version &&
 			apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.StalledCondition), fmt.Sprintf("%s %s", m.Status.Phase, m.Status.ActiveVersion)
 	})
+	// The operator's RolloutFailed event names the restart its bake saw
+	// (events are written after the status that says the same).
+	testenv.Eventually(t, waitTimeout, r.name+"'s RolloutFailed event naming ContainerRestarted", func() (bool, string) {
+		var events corev1.EventList
+		if err := r.c.List(context.Background(), &events, client.InNamespace(r.ns)); err != nil {
+			return false, err.Error()
+		}
+		var msgs []string
+		for _, e := range events.Items {
+			if e.InvolvedObject.Kind == "OpenMedModel" && e.Reason == v1alpha1.RolloutFailedReason {
+				if strings.Contains(e.Message, "ContainerRestarted") {
+					return true, ""
+				}
+				msgs = append(msgs, e.Message)
+			}
+		}
+		return false, fmt.Sprint(msgs)
+	})
 }
 
 // checkHeld checks that the rings from the index from on kept version:
 // their Deployments' pod templates never changed while w watched, and
-// their models are at version.
+// every version of their models stored meanwhile is at version.
 func checkHeld(t *testing.T, w *fleetWatch, from int, version string) {
 	t.Helper()
 	for i, r := range w.rings[from:] {
 		if got := templateHashes(w.templates[from+i]); len(got) != 1 || got[0] != hashOf(t, version) {
 			t.Errorf("%s: pod templates %v after the ring before failed, want only %s's", r, got, version)
+		}
+		for _, g := range w.models[from+i].all(modelName) {
+			if v, _, _ := unstructured.NestedString(g.obj.Object, "spec", "version"); v != version {
+				t.Errorf("%s: a version of the model (resourceVersion %d) at %s, want %s all along", r, g.rv, v, version)
+			}
 		}
 		if m := fleetModel(t, r); m.Spec.Version != version || m.Status.ActiveVersion != version {
 			t.Errorf("%s: the model is at %s (serving %s), want %s", r, m.Spec.Version, m.Status.ActiveVersion, version)
@@ -449,6 +463,7 @@ type fleetWatch struct {
 	models    []*recorder
 }
 
+// watchFleet starts recording each ring's Deployment and model.
 func watchFleet(t *testing.T, rings []ring) *fleetWatch {
 	t.Helper()
 	w := &fleetWatch{rings: rings}
@@ -461,15 +476,18 @@ func watchFleet(t *testing.T, rings []ring) *fleetWatch {
 
 // wave is one ring's passage of a version: when its Deployment's template
 // first carried the version and when its model first retained the version
-// after its bake (both when the watch delivered them).
+// after its bake (when the watch delivered them, and their
+// resourceVersions).
 type wave struct {
 	ring              ring
-	applied, retained time.Time
+	applied, retained recorded
 }
 
-// waves reads each ring's wave of version (template hash) and checks their
-// order: a ring's Deployment changes only after the ring before it
-// retained the version after its bake.
+// waves reads each ring's wave of version (template hash) and checks the
+// order of consecutive rings on the same control plane: a ring's Deployment
+// changes only after the ring before it retained the version after its
+// bake, by their resourceVersions (exact, whatever the watches' delays).
+// Across control planes the engines' own objects show it (their tests).
 func (w *fleetWatch) waves(t *testing.T, hash, version string) []wave {
 	t.Helper()
 	var out []wave
@@ -482,15 +500,33 @@ func (w *fleetWatch) waves(t *testing.T, hash, version string) []wave {
 		if !ok {
 			t.Fatalf("%s: the model never retained %s", r, version)
 		}
-		out = append(out, wave{ring: r, applied: applied.at, retained: retained.at})
+		out = append(out, wave{ring: r, applied: applied, retained: retained})
 	}
 	for i := 1; i < len(out); i++ {
-		if !out[i].applied.After(out[i-1].retained) {
-			t.Errorf("%s's Deployment carried %s at %s, not after %s retained it after its bake (%s)",
-				out[i].ring, version, out[i].applied.Format(time.StampMilli), out[i-1].ring, out[i-1].retained.Format(time.StampMilli))
+		if out[i].ring.cluster == out[i-1].ring.cluster && out[i].applied.rv <= out[i-1].retained.rv {
+			t.Errorf("%s's Deployment carried %s at resourceVersion %d, not after %s retained it after its bake (%d)",
+				out[i].ring, version, out[i].applied.rv, out[i-1].ring, out[i-1].retained.rv)
 		}
 	}
 	return out
+}
+
+// retainedBefore checks that the ring's model retained version (its
+// recorded versions) before the first recorded version of obj that match
+// accepts: both stored by the same API server, ordered by resourceVersion.
+func retainedBefore(t *testing.T, w *fleetWatch, ring int, version string, rec *recorder, obj, what string, match func(*unstructured.Unstructured) bool) {
+	t.Helper()
+	retained, ok := w.models[ring].first(modelName, hasRetained(version))
+	if !ok {
+		t.Fatalf("%s: the model never retained %s", w.rings[ring], version)
+	}
+	g, ok := rec.first(obj, match)
+	if !ok {
+		t.Fatalf("%s: no version where %s", obj, what)
+	}
+	if g.rv <= retained.rv {
+		t.Errorf("%s: %s at resourceVersion %d, before %s retained %s after its bake (%d)", obj, what, g.rv, w.rings[ring], version, retained.rv)
+	}
 }
 
 // reportWaves logs each wave's times from the commit.
@@ -498,7 +534,7 @@ func reportWaves(t *testing.T, engine string, committed time.Time, waves []wave)
 	t.Helper()
 	for _, w := range waves {
 		t.Logf("%s %s: applied %s after the commit, retained after its bake %s later",
-			engine, w.ring.name, w.applied.Sub(committed).Round(100*time.Millisecond), w.retained.Sub(w.applied).Round(100*time.Millisecond))
+			engine, w.ring.name, w.applied.at.Sub(committed).Round(100*time.Millisecond), w.retained.at.Sub(w.applied.at).Round(100*time.Millisecond))
 	}
 }
 
@@ -516,7 +552,7 @@ func writeFleetFigures(t *testing.T, run figures.FleetRun, committed time.Time, 
 	}
 	for _, w := range waves {
 		run.Waves = append(run.Waves, figures.Wave{Ring: w.ring.name,
-			AppliedSeconds: w.applied.Sub(committed).Seconds(), RetainedSeconds: w.retained.Sub(w.applied).Seconds()})
+			AppliedSeconds: w.applied.at.Sub(committed).Seconds(), RetainedSeconds: w.retained.at.Sub(w.applied.at).Seconds()})
 	}
 	f, err := figures.Read(path)
 	if errors.Is(err, fs.ErrNotExist) {

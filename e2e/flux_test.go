@@ -925,11 +925,16 @@ func (r *fluxReceiver) wait(t *testing.T, what string, match func(eventv1.Event)
 }
 
 func (r *fluxReceiver) count(match func(eventv1.Event) bool) int {
+	return r.countSince(time.Time{}, match)
+}
+
+// countSince counts the deliveries at or after from that match accepts.
+func (r *fluxReceiver) countSince(from time.Time, match func(eventv1.Event) bool) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
 	for _, d := range r.got {
-		if match(d.event) {
+		if !d.at.Before(from) && match(d.event) {
 			n++
 		}
 	}

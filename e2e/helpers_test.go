@@ -64,6 +64,12 @@ func newNamespace(t *testing.T) string {
 // Deployment.
 func createTarget(t *testing.T, ns string, mutate func(*appsv1.Deployment)) {
 	t.Helper()
+	createTargetOn(t, k8s, ns, mutate)
+}
+
+// createTargetOn is createTarget on the cluster c reaches.
+func createTargetOn(t *testing.T, c client.Client, ns string, mutate func(*appsv1.Deployment)) {
+	t.Helper()
 	objs, err := localrun.ReadObjects(filepath.Join(localrun.ExamplesDir(), localrun.TargetExample))
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +87,7 @@ func createTarget(t *testing.T, ns string, mutate func(*appsv1.Deployment)) {
 			}
 			obj = d
 		}
-		if err := k8s.Create(context.Background(), obj, client.FieldOwner(helmManager)); err != nil {
+		if err := c.Create(context.Background(), obj, client.FieldOwner(helmManager)); err != nil {
 			t.Fatal(err)
 		}
 	}

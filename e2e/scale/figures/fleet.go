@@ -19,13 +19,16 @@ type FleetRun struct {
 	// Waves are the rings in order.
 	Waves []Wave `json:"waves"`
 	// HeldSeconds is how long the test watched rings 2 and 3 stay as they
-	// were after ring 1 failed; HeldReconciliations how many of the
-	// engine's reconciliations of them that spans.
-	HeldSeconds         float64 `json:"heldSeconds"`
-	HeldReconciliations int     `json:"heldReconciliations"`
+	// were after ring 1 failed: HeldIntervals times the engine's
+	// Interval (the setting that has it look at a held ring again).
+	HeldSeconds   float64 `json:"heldSeconds"`
+	HeldIntervals int     `json:"heldIntervals"`
+	Interval      string  `json:"interval"`
 	// TestSeconds is the whole test's wall time: the second control
 	// plane's start, the engine's, the first version, the healthy
-	// version, the failed one and the revert.
+	// version, the version that fails in ring 1 and its revert, the one
+	// that fails in ring 2 and its revert (and, for Flux, the dependency
+	// Ready at an older revision).
 	TestSeconds float64 `json:"testSeconds"`
 }
 
@@ -62,8 +65,8 @@ func FleetTable(f *File) (string, error) {
 	}
 	b.WriteString("\n")
 	for _, r := range f.Fleet {
-		fmt.Fprintf(&b, "- %s: after ring 1 failed, rings 2 and 3 were watched unchanged for %s (%d reconciliations of theirs); the whole test took %s.\n",
-			r.Engine, duration(r.HeldSeconds), r.HeldReconciliations, duration(r.TestSeconds))
+		fmt.Fprintf(&b, "- %s: after ring 1 failed, rings 2 and 3 were watched unchanged for %s (%d × %s); the whole test took %s.\n",
+			r.Engine, duration(r.HeldSeconds), r.HeldIntervals, r.Interval, duration(r.TestSeconds))
 	}
 	return b.String(), nil
 }
