@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -109,10 +108,7 @@ func TestFleetArgoCD(t *testing.T) {
 		}
 		for _, o := range objs {
 			eventually(t, o.GetKind()+" "+o.GetName()+" gone", func() (bool, string) {
-				got := &unstructured.Unstructured{}
-				got.SetGroupVersionKind(o.GroupVersionKind())
-				err := k8s.Get(context.Background(), client.ObjectKeyFromObject(o), got)
-				return apierrors.IsNotFound(err), fmt.Sprintf("%v, finalizers %v", err, got.GetFinalizers())
+				return isGone(t, o), fmt.Sprintf("finalizers %v", o.GetFinalizers())
 			})
 		}
 	})

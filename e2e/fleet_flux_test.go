@@ -147,18 +147,7 @@ func TestFleetFlux(t *testing.T) {
 		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
 		checkHeld(t, w, 1, v2)
 		for i := 1; i < 3; i++ {
-			ks := rig.waitKustomization(t, ringKs(i), "held by "+ringKs(i-1), func(ks *unstructured.Unstructured) bool {
-				c := readyCondition(ks)
-				return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady"
-			})
-			c := readyCondition(ks)
-			if want := fmt.Sprintf("dependency '%s/%s' is not ready", fluxNamespace, ringKs(i-1)); c.Message != want {
-				t.Errorf("%s: Ready=False %q, want %q", ringKs(i), c.Message, want)
-			}
-			if lastApplied(ks) == rev {
-				t.Errorf("%s applied %s", ringKs(i), rev)
-			}
-			t.Logf("%s: Ready=%s %s %q, applied %s", ringKs(i), c.Status, c.Reason, c.Message, lastApplied(ks))
+			checkWaitsOn(t, rig, ringKs(i), ringKs(i-1), rev)
 		}
 		// The failure is delivered once; the held rings' info events are
 		// not errors.
@@ -209,16 +198,7 @@ func TestFleetFlux(t *testing.T) {
 		waitRingFailed(t, rig, ringKs(1), rev, rings[1])
 		time.Sleep(fleetHeldReconciliations * fluxFleetRequeue)
 		checkHeld(t, w, 2, v2)
-		ks := rig.waitKustomization(t, ringKs(2), "held by "+ringKs(1), func(ks *unstructured.Unstructured) bool {
-			c := readyCondition(ks)
-			return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady"
-		})
-		if want := fmt.Sprintf("dependency '%s/%s' is not ready", fluxNamespace, ringKs(1)); readyCondition(ks).Message != want {
-			t.Errorf("%s: Ready=False %q, want %q", ringKs(2), readyCondition(ks).Message, want)
-		}
-		if lastApplied(ks) == rev {
-			t.Errorf("%s applied %s", ringKs(2), rev)
-		}
+		checkWaitsOn(t, rig, ringKs(2), ringKs(1), rev)
 		// Ring 1 stays on the version: Ready at the commit, serving it.
 		if m := fleetModel(t, rings[0]); m.Status.ActiveVersion != secondClusterCrashing || !apimeta.IsStatusConditionTrue(m.Status.Conditions, v1alpha1.ReadyCondition) {
 			t.Errorf("ring 1 after ring 2 failed: serving %s, %v; want %s, Ready", m.Status.ActiveVersion, m.Status.Conditions, secondClusterCrashing)
@@ -388,10 +368,7 @@ func createdKustomization(t *testing.T, u *unstructured.Unstructured) {
 			return
 		}
 		eventually(t, "Kustomization "+u.GetName()+" gone", func() (bool, string) {
-			got := &unstructured.Unstructured{}
-			got.SetGroupVersionKind(kustomizationGVK)
-			err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), got)
-			return err != nil, fmt.Sprint(err)
+			return isGone(t, u), fmt.Sprintf("finalizers %v", u.GetFinalizers())
 		})
 	})
 }
@@ -437,5 +414,22 @@ func waitRingFailed(t *testing.T, rig *fluxRig, name, revision string, r ring) {
 	})
 	if msg, want := readyCondition(ks).Message, fmt.Sprintf("OpenMedModel/%s/%s status: 'Failed'", r.ns, modelName); !strings.Contains(msg, want) {
 		t.Errorf("%s: %q, want the failure naming %s", name, msg, want)
+	}
+}
+
+// checkWaitsOn waits until the Kustomization name is held by its
+// dependency dep ("dependency '…' is not ready") and checks that it has not
+// applied revision.
+func checkWaitsOn(t *testing.T, rig *fluxRig, name, dep, revision string) {
+	t.Helper()
+	ks := rig.waitKustomization(t, name, "held by "+dep, func(ks *unstructured.Unstructured) bool {
+		c := readyCondition(ks)
+		return c.Status == metav1.ConditionFalse && c.Reason == "DependencyNotReady"
+	})
+	if want := fmt.Sprintf("dependency '%s/%s' is not ready", fluxNamespace, dep); readyCondition(ks).Message != want {
+		t.Errorf("%s: Ready=False %q, want %q", name, readyCondition(ks).Message, want)
+	}
+	if lastApplied(ks) == revision {
+		t.Errorf("%s applied %s", name, revision)
 	}
 }

@@ -418,20 +418,8 @@ func waitRolledBack(t *testing.T, r ring, version string) {
 	// The operator's RolloutFailed event names the restart its bake saw
 	// (events are written after the status that says the same).
 	testenv.Eventually(t, waitTimeout, r.name+"'s RolloutFailed event naming ContainerRestarted", func() (bool, string) {
-		var events corev1.EventList
-		if err := r.c.List(context.Background(), &events, client.InNamespace(r.ns)); err != nil {
-			return false, err.Error()
-		}
-		var msgs []string
-		for _, e := range events.Items {
-			if e.InvolvedObject.Kind == "OpenMedModel" && e.Reason == v1alpha1.RolloutFailedReason {
-				if strings.Contains(e.Message, "ContainerRestarted") {
-					return true, ""
-				}
-				msgs = append(msgs, e.Message)
-			}
-		}
-		return false, fmt.Sprint(msgs)
+		msgs := eventMessagesOn(t, r.c, r.ns, v1alpha1.RolloutFailedReason)
+		return slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "ContainerRestarted") }), fmt.Sprint(msgs)
 	})
 }
 

@@ -271,8 +271,14 @@ func podHashes(t *testing.T, ns string) map[string]int {
 // eventMessages lists the messages of the model's events with reason.
 func eventMessages(t *testing.T, ns, reason string) []string {
 	t.Helper()
+	return eventMessagesOn(t, k8s, ns, reason)
+}
+
+// eventMessagesOn is eventMessages on the cluster c reaches.
+func eventMessagesOn(t *testing.T, c client.Client, ns, reason string) []string {
+	t.Helper()
 	var events corev1.EventList
-	if err := k8s.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+	if err := c.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	var out []string
