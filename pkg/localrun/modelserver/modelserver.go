@@ -21,9 +21,10 @@
 // wrote it: a client that dials a pod in between is refused, as by a
 // container still starting, and must retry as a probe does. kwok may give a
 // deleted pod's IP to a later pod; the Fleet sees the deletion first and
-// stops the old server before it starts the new one. A hostNetwork pod has
-// the node's IP, which is not a loopback one: it cannot be served, and
-// Close says so.
+// stops the old server before it starts the new one. A pod whose address
+// is taken (something else listens there) is tried again every second. A
+// hostNetwork pod has the node's IP, which is not a loopback one: it cannot
+// be served, and Close says so.
 package modelserver
 
 import (
@@ -54,6 +55,10 @@ import (
 // DefaultPort is the port of the OpenMed Helm chart's container.
 const DefaultPort = 8080
 
+// retryPeriod is how often a pod whose server could not start is tried
+// again.
+const retryPeriod = time.Second
+
 // Options says which pods a Fleet serves and how.
 type Options struct {
 	// Namespace holds the pods; empty means every namespace.
@@ -64,7 +69,8 @@ type Options struct {
 
 	// Port is where each server listens on its pod's IP. Defaults to
 	// DefaultPort. Nothing on the machine may listen on it on every
-	// address (0.0.0.0), or Linux refuses to bind it on a pod's IP.
+	// address (0.0.0.0), or Linux refuses to bind it on a pod's IP (the
+	// Fleet tries again every second).
 	Port int
 
 	// Container is the model container: a pod is served while it is
@@ -117,7 +123,7 @@ type Fleet struct {
 	servers  map[types.UID]*podServer
 	requests map[string][]*Request
 	// errs records, once per pod and address, why a pod could not be
-	// served; Close returns them.
+	// served, until a later try serves it there; Close returns them.
 	errs map[string]error
 }
 
@@ -172,9 +178,13 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (*Fleet, error) 
 	// A plain informer calls the handler on the goroutine that runs it,
 	// one event at a time and in the order of the watch: a pod's server
 	// is stopped before a later pod that kwok gave its IP to is served.
+	// The resync hands every pod to sync again each retryPeriod, so a
+	// server that could not listen (its address still taken) is tried
+	// again.
 	_, informer := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: lw,
 		ObjectType:    &corev1.Pod{},
+		ResyncPeriod:  retryPeriod,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { f.sync(obj) },
 			UpdateFunc: func(_, obj any) { f.sync(obj) },
@@ -264,15 +274,16 @@ func (f *Fleet) sync(obj any) {
 		return
 	}
 	s, err := f.serve(pod, addr)
+	key := pod.Name + " " + addr.String()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err != nil {
-		key := pod.Name + " " + addr.String()
 		if f.errs[key] == nil {
 			f.errs[key] = fmt.Errorf("serve pod %s/%s on %s: %w", pod.Namespace, pod.Name, addr, err)
 		}
 		return
 	}
+	delete(f.errs, key)
 	f.servers[pod.UID] = s
 }
 

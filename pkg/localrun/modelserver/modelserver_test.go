@@ -78,7 +78,9 @@ func TestFleet(t *testing.T) {
 	closed := false
 	t.Cleanup(func() {
 		if !closed {
-			_ = fleet.Close()
+			if err := fleet.Close(); err != nil {
+				t.Error(err)
+			}
 		}
 	})
 
@@ -89,7 +91,7 @@ func TestFleet(t *testing.T) {
 		var serving map[string]netip.AddrPort
 		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d pods served", n), func() (bool, string) {
 			serving = fleet.Serving()
-			return len(serving) == n, fmt.Sprint(serving)
+			return len(serving) == n, fmt.Sprintf("%v; pods: %s", serving, podStates(t, cs, ns))
 		})
 		for name, addr := range serving {
 			pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -274,6 +276,95 @@ func TestFleet(t *testing.T) {
 			return len(left) <= len(baseline), strings.Join(left, "\n\n")
 		})
 	})
+}
+
+// TestFleetRetriesATakenAddress: a pod whose address is taken when its
+// container runs is not served; once the address is free the Fleet serves
+// it at its next try, and Close reports nothing.
+func TestFleetRetriesATakenAddress(t *testing.T) {
+	requireCluster(t)
+	ctx := t.Context()
+	cfg := cluster.RESTConfig()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "taken-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := created.Name
+	// A listener on every address takes the port on each pod's IP too.
+	taken, err := net.Listen("tcp4", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := taken.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { _ = taken.Close() })
+
+	selector := createTarget(t, ns, 1)
+	testenv.Eventually(t, 30*time.Second, "the pod running", func() (bool, string) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+		if err != nil || len(pods.Items) != 1 {
+			return false, fmt.Sprint(err)
+		}
+		return pods.Items[0].Status.PodIP != "" && slices.ContainsFunc(pods.Items[0].Status.ContainerStatuses, func(s corev1.ContainerStatus) bool {
+			return s.State.Running != nil
+		}), podStates(t, cs, ns)
+	})
+	fleet, err := modelserver.Start(ctx, cfg, modelserver.Options{Namespace: ns, Selector: selector, Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			_ = fleet.Close()
+		}
+	})
+	// Start returns once it has tried the pods that exist.
+	if serving := fleet.Serving(); len(serving) != 0 {
+		t.Fatalf("served on a taken port: %v", serving)
+	}
+
+	if err := taken.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var addr netip.AddrPort
+	testenv.Eventually(t, 30*time.Second, "the pod served once its address is free", func() (bool, string) {
+		serving := fleet.Serving()
+		for _, a := range serving {
+			addr = a
+		}
+		return len(serving) == 1, fmt.Sprintf("%v; pods: %s", serving, podStates(t, cs, ns))
+	})
+	if got := extract(t, ctx, addr); got.status != http.StatusOK || !reflect.DeepEqual(got.entities, modelserver.Entities(text)) {
+		t.Errorf("POST /pii/extract on %s: %d %+v %v", addr, got.status, got.entities, got.err)
+	}
+	err = fleet.Close()
+	closed = true
+	if err != nil {
+		t.Errorf("Close after the pod was served: %v", err)
+	}
+}
+
+// podStates describes the pods of ns for a failure message: name, phase,
+// IP and whether each container runs.
+func podStates(t *testing.T, cs kubernetes.Interface, ns string) string {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		running := []string{}
+		for _, c := range p.Status.ContainerStatuses {
+			running = append(running, fmt.Sprintf("%s running=%t", c.Name, c.State.Running != nil))
+		}
+		out = append(out, fmt.Sprintf("%s %s ip=%q deleting=%t %v", p.Name, p.Status.Phase, p.Status.PodIP, p.DeletionTimestamp != nil, running))
+	}
+	return strings.Join(out, "; ")
 }
 
 // createTarget creates examples/target-deployment.yaml (the Helm chart's
