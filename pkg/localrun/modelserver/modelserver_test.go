@@ -49,15 +49,7 @@ func TestFleet(t *testing.T) {
 	requireCluster(t)
 	ctx := t.Context()
 	cfg := cluster.RESTConfig()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "fleet-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := created.Name
+	cs, ns := newNamespace(t, "fleet-")
 	selector := createTarget(t, ns, 2)
 
 	baseline := fleetGoroutines()
@@ -285,15 +277,7 @@ func TestFleetRetriesATakenAddress(t *testing.T) {
 	requireCluster(t)
 	ctx := t.Context()
 	cfg := cluster.RESTConfig()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	created, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "taken-"}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := created.Name
+	cs, ns := newNamespace(t, "taken-")
 	// A listener on every address takes the port on each pod's IP too.
 	taken, err := net.Listen("tcp4", "0.0.0.0:0")
 	if err != nil {
@@ -346,6 +330,21 @@ func TestFleetRetriesATakenAddress(t *testing.T) {
 	if err != nil {
 		t.Errorf("Close after the pod was served: %v", err)
 	}
+}
+
+// newNamespace creates a namespace named from prefix and returns it with a
+// clientset of the cluster.
+func newNamespace(t *testing.T, prefix string) (kubernetes.Interface, string) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs, created.Name
 }
 
 // podStates describes the pods of ns for a failure message: name, phase,
