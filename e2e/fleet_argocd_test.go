@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -232,14 +233,17 @@ func TestFleetArgoCD(t *testing.T) {
 	}
 
 	t.Run("revert-resumes", func(t *testing.T) {
+		w := watchFleet(t, rings)
 		reverted := time.Now()
-		sha := rig.git.commit(t, repo, "Revert openmed-service crashes", fleetFiles(t, v2, operator))
+		sha := resume(t, rig, repo, "Revert openmed-service crashes", fleetFiles(t, v2, operator), apps)
 		awaitApps(t, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
 			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
 		})
+		awaitSteps(t, apps, sha)
 		for _, r := range rings {
 			waitRingServing(t, r, v2, time.Minute)
 		}
+		neverRolled(t, w, 1, crashingVersion)
 		t.Logf("revert: every ring Synced and Healthy %s after the commit", time.Since(reverted).Round(100*time.Millisecond))
 	})
 	if t.Failed() {
@@ -290,13 +294,15 @@ func TestFleetArgoCD(t *testing.T) {
 	// Reverting the commit in Git rolls ring 1 back.
 	t.Run("revert-rolls-ring-1-back", func(t *testing.T) {
 		w := watchFleet(t, rings)
-		sha := rig.git.commit(t, repo, "Revert openmed-service crashes on the second cluster", fleetFiles(t, v2, operator))
+		sha := resume(t, rig, repo, "Revert openmed-service crashes on the second cluster", fleetFiles(t, v2, operator), apps)
 		awaitAppsWithin(t, 4*time.Minute, apps, "Synced and Healthy at "+sha[:8], func(s appState) bool {
 			return s.sync == "Synced" && s.health == "Healthy" && s.revision == sha
 		})
+		awaitSteps(t, apps, sha)
 		for _, r := range rings {
 			waitRingServing(t, r, v2, time.Minute)
 		}
+		neverRolled(t, w, 1, secondClusterCrashing)
 		if got, want := templateHashes(w.templates[0]), []string{hashOf(t, secondClusterCrashing), hashOf(t, v2)}; !slices.Equal(got, want) {
 			t.Errorf("ring 1's pod templates %v, want %v", got, want)
 		}
@@ -339,6 +345,54 @@ func fleetApplicationSet(t *testing.T, repoURL string, servers []string, rings [
 		t.Fatal(err)
 	}
 	return u
+}
+
+// resume commits files to resume a halted fleet and refreshes every
+// Application of it at once, the last ring first, as a Git webhook would:
+// Argo CD v3.6's RollingSync syncs a held ring to the revision its step
+// recorded when the failed commit arrived (status.applicationStatus
+// targetRevisions) if the ring before turns Healthy at the fix before Argo CD
+// has compared the held ring with Git again.
+func resume(t *testing.T, rig *argoRig, repo, message string, files map[string][]byte, apps []string) string {
+	t.Helper()
+	sha := rig.git.commit(t, repo, message, files)
+	for _, app := range slices.Backward(apps) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(applicationGVK)
+		u.SetNamespace(argocdNamespace)
+		u.SetName(app)
+		patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
+		if err := k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sha
+}
+
+// awaitSteps waits until the ApplicationSet's step of each Application is
+// Healthy at sha: no step keeps an older revision to sync.
+func awaitSteps(t *testing.T, apps []string, sha string) {
+	t.Helper()
+	testenv.Eventually(t, waitTimeout, "every step Healthy at "+sha[:8], func() (bool, string) {
+		status := applicationStatus(t, "openmed-fleet")
+		for _, app := range apps {
+			if e := status[app]; e.status != "Healthy" || !slices.Contains(e.targetRevisions, sha) {
+				return false, fmt.Sprintf("%s: %+v", app, e)
+			}
+		}
+		return true, ""
+	})
+}
+
+// neverRolled checks that no Deployment of the rings from the index from on
+// carried version's pod template while w recorded.
+func neverRolled(t *testing.T, w *fleetWatch, from int, version string) {
+	t.Helper()
+	for i, r := range w.rings[from:] {
+		if got := templateHashes(w.templates[from+i]); slices.Contains(got, hashOf(t, version)) {
+			t.Errorf("%s: pod templates %v, rolled to the failed %s after the fix", r, got, version)
+		}
+	}
 }
 
 // awaitApps waits until cond holds for each Application.
