@@ -82,8 +82,10 @@ func TestFleet(t *testing.T) {
 		t.Helper()
 		var serving map[string]netip.AddrPort
 		testenv.Eventually(t, 30*time.Second, fmt.Sprintf("%d pods served", n), func() (bool, string) {
-			serving = fleet.Serving()
-			return len(serving) == n, fmt.Sprintf("%v; pods: %s", serving, podStates(t, cs, ns))
+			if serving = fleet.Serving(); len(serving) == n {
+				return true, ""
+			}
+			return false, fmt.Sprintf("%v; pods: %s", serving, podStates(t, cs, ns))
 		})
 		for name, addr := range serving {
 			pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -292,9 +294,11 @@ func TestFleetRetriesATakenAddress(t *testing.T) {
 		if err != nil || len(pods.Items) != 1 {
 			return false, fmt.Sprint(err)
 		}
-		return pods.Items[0].Status.PodIP != "" && slices.ContainsFunc(pods.Items[0].Status.ContainerStatuses, func(s corev1.ContainerStatus) bool {
+		p := pods.Items[0]
+		running := p.Status.PodIP != "" && slices.ContainsFunc(p.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool {
 			return s.State.Running != nil
-		}), podStates(t, cs, ns)
+		})
+		return running, fmt.Sprintf("%s ip=%q %v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
 	})
 	fleet, err := modelserver.Start(ctx, cfg, modelserver.Options{Namespace: ns, Selector: selector, Port: port})
 	if err != nil {
@@ -320,7 +324,10 @@ func TestFleetRetriesATakenAddress(t *testing.T) {
 		for _, a := range serving {
 			addr = a
 		}
-		return len(serving) == 1, fmt.Sprintf("%v; pods: %s", serving, podStates(t, cs, ns))
+		if len(serving) == 1 {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%v; pods: %s", serving, podStates(t, cs, ns))
 	})
 	if got := extract(t, ctx, addr); got.status != http.StatusOK || !reflect.DeepEqual(got.entities, modelserver.Entities(text)) {
 		t.Errorf("POST /pii/extract on %s: %d %+v %v", addr, got.status, got.entities, got.err)
