@@ -435,14 +435,16 @@ func (r *argoRig) cliAs(t *testing.T, account string, args ...string) (string, e
 	return string(out), err
 }
 
+// freeAddr returns a loopback address for a child to bind
+// (minicluster.FreeLoopbackAddrs: outside the kernel's ephemeral range, so
+// no outgoing connection takes it before the child binds).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := minicluster.FreeLoopbackAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }
 
 func freePort(t *testing.T) string {

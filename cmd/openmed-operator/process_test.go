@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,15 +52,14 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// freeAddr returns a loopback address with a port nobody listens on now.
+// freeAddr returns a free loopback address for the operator to bind.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := minicluster.FreeLoopbackAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addrs[0]
 }
 
 // kubeconfig writes a kubeconfig for the test API server. With user set,

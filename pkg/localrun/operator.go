@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -100,7 +99,7 @@ type Operator struct {
 // thread that started it ends, so it never outlives this program, even one
 // that is killed with SIGKILL.
 func StartOperator(cfg OperatorConfig) (*Operator, error) {
-	ports, err := freeLoopbackAddrs(3)
+	ports, err := minicluster.FreeLoopbackAddrs(3)
 	if err != nil {
 		return nil, err
 	}
@@ -267,21 +266,6 @@ func signalGroup(pgid int, sig syscall.Signal) error {
 		return fmt.Errorf("signal process group %d: %w", pgid, err)
 	}
 	return nil
-}
-
-// freeLoopbackAddrs returns n loopback addresses whose ports nobody listens on
-// now. They are held open together, so the n ports differ.
-func freeLoopbackAddrs(n int) ([]string, error) {
-	addrs := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
-	}
-	return addrs, nil
 }
 
 // Tail returns the last n lines of the file at path, indented, or why it

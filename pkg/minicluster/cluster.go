@@ -93,7 +93,7 @@ func start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if err := c.prepareDataDir(); err != nil {
 		return nil, err
 	}
-	free, err := freePorts(6)
+	free, err := FreeLoopbackPorts(6)
 	if err != nil {
 		return nil, fmt.Errorf("find free ports: %w", err)
 	}

@@ -182,29 +182,6 @@ func nodeSchedulable(ctx context.Context, cs kubernetes.Interface) error {
 	return nil
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners are
-// held open until every port is chosen, so the kernel cannot hand out one
-// port twice; another process can still take one before a component binds
-// it, which then shows as that component exiting at start-up.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func loopback(port int) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }

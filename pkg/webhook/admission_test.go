@@ -7,10 +7,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +28,7 @@ import (
 	"github.com/openmed/openmed-operator/kustomize"
 	"github.com/openmed/openmed-operator/pkg/api/v1alpha1"
 	"github.com/openmed/openmed-operator/pkg/localrun"
+	"github.com/openmed/openmed-operator/pkg/minicluster"
 	"github.com/openmed/openmed-operator/pkg/testenv"
 	"github.com/openmed/openmed-operator/pkg/validation"
 	"github.com/openmed/openmed-operator/pkg/webhook"
@@ -76,14 +75,14 @@ func webhookOperator(t *testing.T) {
 	})
 }
 
+// freeAddr returns a free loopback address for the webhook server to bind.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addrs, err := minicluster.FreeLoopbackAddrs(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return "127.0.0.1:" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	return addrs[0]
 }
 
 func namespace(t *testing.T) string {
