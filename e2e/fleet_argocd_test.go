@@ -356,13 +356,13 @@ func fleetApplicationSet(t *testing.T, repoURL string, servers []string, rings [
 func resume(t *testing.T, rig *argoRig, repo, message string, files map[string][]byte, apps []string) string {
 	t.Helper()
 	sha := rig.git.commit(t, repo, message, files)
+	refresh := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`))
 	for _, app := range slices.Backward(apps) {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(applicationGVK)
 		u.SetNamespace(argocdNamespace)
 		u.SetName(app)
-		patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
-		if err := k8s.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		if err := k8s.Patch(context.Background(), u, refresh); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -48,7 +48,6 @@ const text = "Patient John Smith, born 1957-03-14, seen by Dr. Jane Doe."
 func TestFleet(t *testing.T) {
 	requireCluster(t)
 	ctx := t.Context()
-	cfg := cluster.RESTConfig()
 	cs, ns := newNamespace(t, "fleet-")
 	selector := createTarget(t, ns, 2)
 
@@ -59,21 +58,10 @@ func TestFleet(t *testing.T) {
 		"server-error": modelserver.ServerError,
 		"hang":         modelserver.Hang,
 	}
-	fleet, err := modelserver.Start(ctx, cfg, modelserver.Options{
+	fleet, closeFleet := startFleet(t, modelserver.Options{
 		Namespace: ns,
 		Selector:  selector,
 		Behaviour: func(pod *corev1.Pod) modelserver.Behaviour { return behaviours[pod.Annotations[behaviourAnnotation]] },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			if err := fleet.Close(); err != nil {
-				t.Error(err)
-			}
-		}
 	})
 
 	// served waits until the Fleet serves n pods and returns them, each
@@ -247,9 +235,7 @@ func TestFleet(t *testing.T) {
 		})
 
 		began := time.Now()
-		err := fleet.Close()
-		closed = true
-		if err != nil {
+		if err := closeFleet(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 		t.Logf("closed after %s", time.Since(began).Round(time.Millisecond))
@@ -278,7 +264,6 @@ func TestFleet(t *testing.T) {
 func TestFleetRetriesATakenAddress(t *testing.T) {
 	requireCluster(t)
 	ctx := t.Context()
-	cfg := cluster.RESTConfig()
 	cs, ns := newNamespace(t, "taken-")
 	// A listener on every address takes the port on each pod's IP too.
 	taken, err := net.Listen("tcp4", "0.0.0.0:0")
@@ -300,16 +285,7 @@ func TestFleetRetriesATakenAddress(t *testing.T) {
 		})
 		return running, fmt.Sprintf("%s ip=%q %v", p.Status.Phase, p.Status.PodIP, p.Status.ContainerStatuses)
 	})
-	fleet, err := modelserver.Start(ctx, cfg, modelserver.Options{Namespace: ns, Selector: selector, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := false
-	t.Cleanup(func() {
-		if !closed {
-			_ = fleet.Close()
-		}
-	})
+	fleet, closeFleet := startFleet(t, modelserver.Options{Namespace: ns, Selector: selector, Port: port})
 	// Start returns once it has tried the pods that exist.
 	if serving := fleet.Serving(); len(serving) != 0 {
 		t.Fatalf("served on a taken port: %v", serving)
@@ -332,11 +308,33 @@ func TestFleetRetriesATakenAddress(t *testing.T) {
 	if got := extract(t, ctx, addr); got.status != http.StatusOK || !reflect.DeepEqual(got.entities, modelserver.Entities(text)) {
 		t.Errorf("POST /pii/extract on %s: %d %+v %v", addr, got.status, got.entities, got.err)
 	}
-	err = fleet.Close()
-	closed = true
-	if err != nil {
+	if err := closeFleet(); err != nil {
 		t.Errorf("Close after the pod was served: %v", err)
 	}
+}
+
+// startFleet starts a Fleet with opts on the test cluster. closeFleet
+// closes it and returns Close's error; if the test has not called it by its
+// end, the cleanup does and fails the test on an error.
+func startFleet(t *testing.T, opts modelserver.Options) (fleet *modelserver.Fleet, closeFleet func() error) {
+	t.Helper()
+	fleet, err := modelserver.Start(t.Context(), cluster.RESTConfig(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	closeFleet = func() error {
+		closed = true
+		return fleet.Close()
+	}
+	t.Cleanup(func() {
+		if !closed {
+			if err := closeFleet(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	return fleet, closeFleet
 }
 
 // newNamespace creates a namespace named from prefix and returns it with a
